@@ -1,0 +1,105 @@
+"""Shared test fixtures: where the real data lives and which real tools this machine has.
+
+Every fixture that needs something the machine may lack skips with the reason.
+"""
+from __future__ import annotations
+
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SHARED_DIR = Path(os.environ.get("FEEDSTOCK_SHARED_DIR", REPO_ROOT.parent / "shared"))
+FIXTURES_DIR = SHARED_DIR / "fixtures"
+TORCH_WHEEL_VERSION = "2.13.0"
+
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+RECIPE_DIR = REPO_ROOT / "recipe"
+if str(RECIPE_DIR) not in sys.path:
+    # the driver package lives in recipe/ because conda-build copies that folder into RECIPE_DIR
+    sys.path.insert(0, str(RECIPE_DIR))
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return REPO_ROOT
+
+
+@pytest.fixture(scope="session")
+def pytorch_cmakecache_dir() -> Path:
+    """The real PyTorch CMakeCache.txt files (one per Python) from ../shared/fixtures."""
+    path = FIXTURES_DIR / "pytorch-cmakecache"
+    if not (path / "CMakeCache.py311.txt").is_file() or not (path / "CMakeCache.py312.txt").is_file():
+        pytest.skip(f"real PyTorch CMakeCache fixtures not found under {path}")
+    return path
+
+
+def find_cpythons(min_version: tuple[int, int] = (3, 10)) -> dict[str, Path]:
+    """Every CPython >= min_version on this machine: pyenv's versions and python3.X on PATH.
+
+    Returns {"3.11": Path(interpreter)}, one interpreter per minor version, resolved to a real file.
+    """
+    found: dict[str, Path] = {}
+    candidates: list[str] = []
+    pyenv_root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
+    candidates += sorted(glob.glob(str(pyenv_root / "versions" / "*" / "bin" / "python3.*")))
+    for minor in range(min_version[1], 20):
+        exe = shutil.which(f"python3.{minor}")
+        if exe:
+            candidates.append(exe)
+    for exe in candidates:
+        if not re.search(r"python3\.\d+$", exe) or not os.access(exe, os.X_OK):
+            continue
+        try:
+            out = subprocess.run(
+                [exe, "-c", "import sys, sysconfig; print('%d.%d' % sys.version_info[:2]); "
+                 "print(sys.executable); print(int(bool(sysconfig.get_config_var('Py_GIL_DISABLED'))))"],
+                capture_output=True, text=True, timeout=30,
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if out.returncode != 0:
+            continue
+        version, executable, freethreaded = out.stdout.split()
+        if freethreaded == "1":
+            continue
+        if tuple(int(x) for x in version.split(".")) < min_version:
+            continue
+        found.setdefault(version, Path(executable).resolve())
+    return dict(sorted(found.items(), key=lambda kv: tuple(int(x) for x in kv[0].split("."))))
+
+
+@pytest.fixture(scope="session")
+def cpythons() -> dict[str, Path]:
+    """At least two CPythons (3.10+), or skip."""
+    found = find_cpythons()
+    if len(found) < 2:
+        pytest.skip(f"need at least two CPython versions >= 3.10, found {sorted(found) or 'none'}")
+    return found
+
+
+@pytest.fixture(scope="session")
+def torch_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The real PyTorch 2.13.0 CPU wheel for CPython 3.11, copied from pip's offline cache."""
+    cached = os.environ.get("TORCH_WHEEL")
+    if cached and Path(cached).is_file():
+        return Path(cached)
+    dest = tmp_path_factory.mktemp("torch-wheel")
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "download", f"torch=={TORCH_WHEEL_VERSION}", "--no-deps",
+         "--only-binary=:all:", "--python-version", "3.11", "--platform", "manylinux_2_28_x86_64",
+         "-d", str(dest), "--disable-pip-version-check", "--quiet"],
+        capture_output=True, text=True, timeout=600,
+    )
+    wheels = sorted(dest.glob(f"torch-{TORCH_WHEEL_VERSION}*cp311*.whl"))
+    if proc.returncode != 0 or not wheels:
+        pytest.skip(f"PyTorch {TORCH_WHEEL_VERSION} CPU wheel for cp311 not available offline: "
+                    f"{(proc.stderr or proc.stdout).strip().splitlines()[-1:] or 'no wheel'}")
+    return wheels[0]
