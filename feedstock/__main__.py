@@ -1,0 +1,4 @@
+"""``python -m feedstock <subcommand>``."""
+from .cli import main
+
+raise SystemExit(main())

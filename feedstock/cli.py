@@ -1,0 +1,116 @@
+"""Command line of the maintainer tools: ``python -m feedstock {rerender,render,lint}``."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from .errors import FeedstockError
+
+DESCRIPTION = """\
+Maintainer tools for this feedstock. The data flow is:
+  recipe/conda_build_config.yaml + pinning file  ->  variant matrix per platform
+  ->  .ci_support/<job>.yaml (rerender)  ->  rendered outputs of one job (render)
+Run from the feedstock root (or pass --feedstock-root) with the test environment's python.
+"""
+
+RERENDER_HELP = """\
+Regenerate .ci_support/ from recipe/meta.yaml, recipe/conda_build_config.yaml and the pinning
+file, as conda-smithy rerender does: one file per CI job, named after the keys that differ.
+Nothing is written unless every job could be computed; stale job files are removed last.
+With --check, write nothing: exit 1 and name every stale, missing or extra file."""
+
+RENDER_HELP = """\
+Render recipe/meta.yaml for one .ci_support job and print each output: name, version,
+build string, build number, requirements by section, run_exports and tests.
+The build string hash is h + the first 7 hex digits of sha1 over the JSON of the variant
+values the output uses (conda-build's recipe), so it changes whenever the variant does.
+Example: python -m feedstock render linux_64_blas_implmkl... --json"""
+
+LINT_HELP = """\
+Check the recipe: every selector parses and names known things, every patch listed in
+meta.yaml exists and every file under recipe/patches is listed, zip_keys groups have equal
+lengths on every platform, every output has a test, .ci_support/ is current, and build
+strings are unique across the matrix. Prints one line per finding; exit 1 if any."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m feedstock", description=DESCRIPTION,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--feedstock-root", type=Path, default=Path.cwd(),
+                        help="the feedstock folder (default: the current directory)")
+    sub = parser.add_subparsers(dest="command", metavar="{rerender,render,lint}")
+    rerender = sub.add_parser("rerender", help="regenerate .ci_support/ (or --check it)",
+                              description=RERENDER_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    rerender.add_argument("--check", action="store_true", help="write nothing; exit 1 if .ci_support/ is out of date")
+    render = sub.add_parser("render", help="render the recipe for one .ci_support job",
+                            description=RENDER_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    render.add_argument("config", help="job name (file name in .ci_support/ with or without .yaml)")
+    render.add_argument("--json", action="store_true", help="print JSON (a list of outputs) instead of text")
+    sub.add_parser("lint", help="check the recipe, patches, zip_keys, tests and .ci_support/",
+                   description=LINT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    return parser
+
+
+def _cmd_rerender(root: Path, check_only: bool) -> int:
+    from .rerender import check, rerender
+
+    start = time.perf_counter()
+    if check_only:
+        drift = check(root)
+        if drift.clean:
+            print(f"rerender --check: .ci_support/ is up to date ({time.perf_counter() - start:.2f}s)")
+            return 0
+        for line in drift.lines():
+            print(line)
+        print("error: .ci_support/ is out of date; run: python -m feedstock rerender", file=sys.stderr)
+        return 1
+    jobs, drift = rerender(root)
+    for line in drift.lines():
+        print(f"updated {line}" if "out of date" in line or "missing" in line else f"removed {line}")
+    print(f"rerender: {len(jobs)} job files in .ci_support/ ({len(drift.stale) + len(drift.missing)} written, "
+          f"{len(drift.extra)} removed, {time.perf_counter() - start:.2f}s)")
+    return 0
+
+
+def _cmd_render(root: Path, config: str, as_json: bool) -> int:
+    from .render import format_outputs, render_ci_config
+
+    outputs = render_ci_config(root, config)
+    if as_json:
+        print(json.dumps([o.to_dict() for o in outputs], indent=2))
+    else:
+        print(format_outputs(outputs))
+    return 0
+
+
+def _cmd_lint(root: Path) -> int:
+    from .lint import lint
+
+    findings = lint(root)
+    for finding in findings:
+        print(finding)
+    if findings:
+        print(f"lint: {len(findings)} finding(s)", file=sys.stderr)
+        return 1
+    print("lint: no findings")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not args.command:
+        parser.print_help()
+        return 2
+    try:
+        if args.command == "rerender":
+            return _cmd_rerender(args.feedstock_root, args.check)
+        if args.command == "render":
+            return _cmd_render(args.feedstock_root, args.config, args.json)
+        return _cmd_lint(args.feedstock_root)
+    except FeedstockError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return err.exit_code

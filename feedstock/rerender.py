@@ -1,0 +1,47 @@
+"""``rerender``: regenerate ``.ci_support/`` from the recipe and the variant config files."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from .ci_jobs import CiJob, platform_jobs
+from .ci_support import Drift, compare, current_files, expected_files, write_atomically
+from .layout import Feedstock, load_feedstock
+from .variants import analyse_platform
+
+
+def compute_jobs(feedstock: Feedstock) -> list[CiJob]:
+    """Every CI job of every platform, sorted by name (config -> variants -> jobs)."""
+    jobs: list[CiJob] = []
+    for platform in feedstock.platforms():
+        jobs += platform_jobs(feedstock, analyse_platform(feedstock, platform))
+    return sorted(jobs, key=lambda job: job.name)
+
+
+def _protected(feedstock: Feedstock) -> set[str]:
+    """Files in .ci_support that are inputs, not generated (a pinning file kept there)."""
+    pinning = feedstock.pinning_file
+    if pinning and pinning.parent == feedstock.ci_support:
+        return {pinning.name}
+    return set()
+
+
+def check(root: Path) -> Drift:
+    """What would change; writes nothing."""
+    feedstock = load_feedstock(root)
+    expected = expected_files(compute_jobs(feedstock))
+    drift = compare(feedstock.ci_support, expected)
+    drift.extra = [n for n in drift.extra if n not in _protected(feedstock)]
+    return drift
+
+
+def rerender(root: Path) -> tuple[list[CiJob], Drift]:
+    """Compute everything first (any error leaves .ci_support untouched), then write atomically."""
+    feedstock = load_feedstock(root)
+    jobs = compute_jobs(feedstock)
+    expected = expected_files(jobs)
+    for name in _protected(feedstock):
+        expected.pop(name, None)
+        # keep the input file: pretend it is expected as it is
+        expected[name] = current_files(feedstock.ci_support)[name]
+    drift = write_atomically(feedstock.ci_support, expected)
+    return jobs, drift
