@@ -1,0 +1,19 @@
+#!/usr/bin/env python3
+"""Build this feedstock's .ci_support configs locally (in Docker/Podman, or natively).
+
+Standard library only; `python3 build-locally.py --help` explains the options.
+The implementation lives in localbuild/.
+"""
+import sys
+from pathlib import Path
+
+if sys.version_info < (3, 9):
+    sys.exit("error: build-locally.py needs Python 3.9 or newer (this is %d.%d)" % sys.version_info[:2])
+
+FEEDSTOCK_ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(FEEDSTOCK_ROOT))
+
+from localbuild.cli import main  # noqa: E402
+
+if __name__ == "__main__":
+    sys.exit(main(FEEDSTOCK_ROOT))

@@ -1,0 +1,196 @@
+"""Command line of build-locally.py."""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+from . import engine as engines
+from . import preflight
+from .batch import BatchOptions, run_batch, will_run
+from .configs import CiConfig, config_names, load_config
+from .console import Console
+from .errors import EXIT_USAGE, LocalBuildError
+from .overrides import parse_overrides
+from .plan import MARKER_PREFIX, Options, default_cpu_count, make_plan
+from .selection import apply_filters, compile_filters, menu, select
+
+DESCRIPTION = """\
+Build the feedstock's .ci_support configs locally: Linux configs in their Docker (or Podman)
+image, or natively with --native. Several configs run as a batch: finished configs (done-marker
+build_artifacts/conda-forge-build-done-<config>) are skipped, each config logs to
+build_artifacts/<config>-log.txt, a failure does not stop the others, a summary ends the run."""
+
+EPILOG = """\
+examples:
+  build-locally.py                          list configs and ask (on a terminal)
+  build-locally.py linux_64_cuda...         one config
+  build-locally.py --all --filter cuda      every config whose name matches 'cuda'
+  build-locally.py --dry-run --all          what would run: image, command, environment, outputs
+  build-locally.py CONFIG --python 3.12 --cuda-arch 9.0 --ccache ~/.ccache   fast dev build
+
+environment:
+  CPU_COUNT                     cores the build may use (default: all usable cores)
+  DOCKER_EXECUTABLE             container engine (docker, podman); --engine wins
+  CONDA_FORGE_DOCKER_RUN_ARGS   extra arguments for `docker run`
+  BINSTAR_TOKEN / ANACONDA_API_TOKEN  passed into the build only with --upload
+
+exit status:
+  0 all selected configs built (or were already built)   1 a config failed
+  2 bad arguments / unknown config / nothing to build    3 preflight: no engine or build tool,
+  too little disk, CPU_COUNT above the cores             130 interrupted (Ctrl-C, SIGTERM)
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="build-locally.py", description=DESCRIPTION, epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    pick = parser.add_argument_group("selecting configs")
+    pick.add_argument("configs", nargs="*", metavar="CONFIG",
+                      help="config name(s) from .ci_support/ (without .yaml)")
+    pick.add_argument("--all", action="store_true", help="every config (after --filter)")
+    pick.add_argument("--filter", action="append", default=[], metavar="REGEX",
+                      help="configs whose name matches REGEX; repeat to narrow further "
+                           "(selects all matches, like --all)")
+    pick.add_argument("--list", action="store_true",
+                      help="print the configs with a short description and exit")
+
+    batch = parser.add_argument_group("batch")
+    batch.add_argument("--force", action="store_true",
+                       help="rebuild configs whose done-marker exists")
+    batch.add_argument("--keep-going", action=argparse.BooleanOptionalAction, default=True,
+                       help="continue with the next config after a failure (default: yes)")
+    batch.add_argument("--prune", action="store_true",
+                       help="run `docker system prune --force` between configs (frees disk; "
+                            "kept containers of failed builds survive)")
+    batch.add_argument("--zip-logs", action="store_true",
+                       help="zip the logs and the summary into build_artifacts/build-logs-*.zip")
+    batch.add_argument("--dry-run", action="store_true",
+                       help="print image, command, environment, outputs, marker and log of each "
+                            "config; run nothing")
+
+    backend = parser.add_argument_group("where to build")
+    backend.add_argument("--engine", metavar="EXE",
+                         help="container engine: docker (default), podman or a path "
+                              "(default from DOCKER_EXECUTABLE)")
+    backend.add_argument("--native", action="store_true",
+                         help="build on this host with its conda-build (or rattler-build if the "
+                              "recipe has recipe.yaml) instead of a container")
+    backend.add_argument("--gpu-tests", action="store_true",
+                         help="give GPU configs the host GPU for their tests (docker --gpus all; "
+                              "ROCm: /dev/kfd, /dev/dri)")
+    backend.add_argument("--min-free-gb", type=float, metavar="N",
+                         help="free disk required before building (default: the config's "
+                              "estimate, shown by --list)")
+    backend.add_argument("--upload", action="store_true",
+                         help="upload the packages; only then are BINSTAR_TOKEN / "
+                              "ANACONDA_API_TOKEN passed into the build")
+
+    dev = parser.add_argument_group("development builds")
+    dev.add_argument("--python", action="append", metavar="X.Y",
+                     help="build only these Pythons of a megabuild config (repeat or comma-"
+                          "separate); a dev build")
+    dev.add_argument("--cuda-arch", metavar="LIST",
+                     help="CUDA architectures instead of the full list, e.g. 9.0 or '8.0;9.0'; "
+                          "a dev build")
+    dev.add_argument("--rocm-arch", metavar="LIST",
+                     help="ROCm gfx targets instead of the full list, e.g. gfx90a; a dev build")
+    dev.add_argument("--dev-tag", metavar="TAG",
+                     help="mark the build as a dev build with this tag (build strings get "
+                          "dev<TAG>_); default: derived from the flags above")
+    dev.add_argument("--jobs", type=int, metavar="N",
+                     help="parallel compile jobs (FEEDSTOCK_MAX_JOBS); each PyTorch job needs "
+                          "several GB of RAM")
+    dev.add_argument("--ccache", metavar="DIR",
+                     help="compiler cache directory, mounted into the build and used by it")
+    dev.add_argument("--debug", action="store_true",
+                     help="set up the build environment of one config and open a shell in it "
+                          "(conda debug)")
+    dev.add_argument("--output-id", metavar="ID",
+                     help="with --debug: the output to debug, e.g. 'pytorch-*-py312*'")
+    return parser
+
+
+def main(feedstock_root: Path, argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return _main(feedstock_root.resolve(), args)
+    except LocalBuildError as exc:
+        sys.stdout.flush()
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("\nbuild-locally: interrupted", file=sys.stderr)
+        return 130
+
+
+def _main(root: Path, args: argparse.Namespace) -> int:
+    environ = dict(os.environ)
+    names = config_names(root)
+    if args.list:
+        return _print_list(root, names, args.filter)
+    if args.output_id and not args.debug:
+        raise LocalBuildError("--output-id works with --debug only", EXIT_USAGE)
+    interactive = sys.stdin.isatty()
+    cache: dict[str, CiConfig] = {}
+
+    def config(name: str) -> CiConfig:
+        if name not in cache:
+            cache[name] = load_config(root, name)
+        return cache[name]
+
+    chosen = select(names, args.configs, args.all, args.filter, interactive,
+                    ask=lambda candidates: menu(candidates, lambda n: config(n).description(),
+                                                sys.stdin, sys.stdout))
+    if args.debug and len(chosen) != 1:
+        raise LocalBuildError(f"--debug works on one config; {len(chosen)} selected", EXIT_USAGE)
+    overrides = parse_overrides(args.python, args.cuda_arch, args.rocm_arch, args.jobs,
+                                args.ccache, args.dev_tag)
+    options = Options(
+        feedstock_root=root, engine=engines.resolve_engine(args.engine, environ),
+        native=args.native, overrides=overrides, debug=args.debug, output_id=args.output_id,
+        upload=args.upload, gpu_tests=args.gpu_tests, cpu_count=default_cpu_count(environ),
+        ci=environ.get("CI", ""), extra_run_args=tuple(engines.extra_run_arguments(environ)),
+        stdin_is_tty=interactive, stamp=time.strftime("%Y%m%d-%H%M%S"))
+    if args.upload and not any(environ.get(k) for k in ("BINSTAR_TOKEN", "ANACONDA_API_TOKEN")):
+        raise LocalBuildError("--upload needs BINSTAR_TOKEN or ANACONDA_API_TOKEN in the "
+                              "environment", EXIT_USAGE)
+    plans = [make_plan(config(name), options, environ) for name in chosen]
+    if all(plan.skip_reason for plan in plans):
+        reasons = "; ".join(f"{plan.name}: {plan.skip_reason}" for plan in plans[:3])
+        raise LocalBuildError(f"nothing this machine can build ({reasons})", EXIT_USAGE)
+    if args.dry_run:
+        from .dryrun import print_plans
+
+        print_plans(plans, options, args.force, args.min_free_gb, print)
+        return 0
+    runnable = [plan for plan in plans if will_run(plan, args.force)]
+    preflight.run_all(runnable, options.engine, options.artifacts, options.cpu_count,
+                      args.min_free_gb)
+    signal.signal(signal.SIGTERM, _raise_interrupt)  # schedulers stop jobs with SIGTERM
+    batch = BatchOptions(force=args.force, keep_going=args.keep_going, prune=args.prune,
+                         zip_logs=args.zip_logs)
+    return run_batch(plans, options, batch, Console(), environ)
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _print_list(root: Path, names: list[str], filters: list[str]) -> int:
+    shown = apply_filters(names, compile_filters(filters))
+    if not shown:
+        raise LocalBuildError(f"no config matches --filter {' --filter '.join(filters)}",
+                              EXIT_USAGE)
+    artifacts = root / "build_artifacts"
+    width = max(len(name) for name in shown)
+    for name in shown:
+        config = load_config(root, name)
+        done = " [built]" if (artifacts / f"{MARKER_PREFIX}{name}").exists() else ""
+        print(f"{name:<{width}}  {config.description()}{done}")
+    return 0

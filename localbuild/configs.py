@@ -1,0 +1,207 @@
+"""The configs in ``.ci_support/``: what each one builds, described for people."""
+from __future__ import annotations
+
+import os
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import ci_yaml
+from .errors import EXIT_USAGE, LocalBuildError
+
+CI_SUPPORT = ".ci_support"
+
+# Rough free-disk needs in GB (build tree + build/host/test environments + packages), by
+# backend: a fixed part, plus a part per Python the config builds. GPU megabuilds need most.
+_DISK_BASE_GB = {"cpu": 30, "cuda": 80, "rocm": 110}
+_DISK_PER_PYTHON_GB = {"cpu": 4, "cuda": 8, "rocm": 8}
+
+_NAME_PLATFORM = re.compile(r"^(linux|osx|win)_(64|aarch64|arm64|ppc64le)")
+_NONE_VALUES = {"", "none", "null", "~"}
+
+
+@dataclass(frozen=True)
+class PythonEntry:
+    """One entry of the config's ``python`` list, e.g. ``3.12.* *_cpython`` -> label ``3.12``."""
+
+    index: int
+    raw: str
+    label: str
+
+
+@dataclass
+class CiConfig:
+    name: str
+    path: Path
+    doc: ci_yaml.CiYaml
+
+    @property
+    def values(self) -> dict[str, Any]:
+        return self.doc.data
+
+    def first(self, key: str) -> str | None:
+        value = self.values.get(key)
+        if isinstance(value, list):
+            value = value[0] if value else None
+        if value is None or isinstance(value, (list, dict)):
+            return None
+        return str(value)
+
+    def all_values(self, key: str) -> list[str]:
+        value = self.values.get(key)
+        if value is None:
+            return []
+        if isinstance(value, list):
+            return [str(item) for item in value if not isinstance(item, (list, dict))]
+        return [str(value)]
+
+    @property
+    def platform(self) -> str:
+        target = self.first("target_platform")
+        if target:
+            return target
+        match = _NAME_PLATFORM.match(self.name)
+        return f"{match.group(1)}-{match.group(2)}" if match else "unknown"
+
+    @property
+    def docker_image(self) -> str | None:
+        return self.first("docker_image")
+
+    @property
+    def gpu(self) -> tuple[str, str | None]:
+        """('cuda', '12.9'), ('rocm', '6.4') or ('cpu', None)."""
+        cuda = _none_to_empty(self.first("cuda_compiler_version"))
+        rocm = _none_to_empty(self.first("rocm_version"))
+        backend = (self.first("gpu_backend") or "").lower()
+        if backend == "rocm" or (rocm and backend in ("", "rocm")):
+            return "rocm", rocm or None
+        if backend == "cuda" or cuda:
+            return "cuda", cuda or None
+        return "cpu", None
+
+    @property
+    def blas(self) -> str | None:
+        return self.first("blas_impl")
+
+    @property
+    def megabuild(self) -> bool:
+        return (self.first("megabuild") or "").lower() == "true"
+
+    @property
+    def pythons(self) -> list[PythonEntry]:
+        entries = []
+        for index, raw in enumerate(self.all_values("python")):
+            match = re.match(r"\s*(\d+\.\d+)", raw)
+            label = match.group(1) if match else raw.split()[0]
+            if re.search(r"_cp\d+t\b|freethreading", raw):
+                label += "t"
+            entries.append(PythonEntry(index, raw, label))
+        return entries
+
+    @property
+    def channel_sources(self) -> list[str]:
+        channels: list[str] = []
+        for entry in self.all_values("channel_sources"):
+            channels += [part.strip() for part in entry.split(",") if part.strip()]
+        return channels or ["conda-forge"]
+
+    @property
+    def disk_estimate_gb(self) -> int:
+        backend = self.gpu[0]
+        return _DISK_BASE_GB[backend] + _DISK_PER_PYTHON_GB[backend] * max(1, len(self.pythons))
+
+    def zip_group(self, key: str) -> list[str]:
+        """The keys zipped with ``key`` (including it), or just [key]."""
+        for group in self.values.get("zip_keys") or []:
+            if isinstance(group, list) and key in group:
+                return [str(item) for item in group]
+        return [key]
+
+    def description(self) -> str:
+        backend, version = self.gpu
+        parts = [self.platform, f"{backend} {version}" if version else backend]
+        if self.blas:
+            parts.append(self.blas)
+        pythons = self.pythons
+        if pythons:
+            parts.append("py " + _python_range([entry.label for entry in pythons]))
+        if self.megabuild:
+            parts.append("megabuild")
+        parts.append(f"~{self.disk_estimate_gb} GB disk")
+        return ", ".join(parts)
+
+
+def _none_to_empty(value: str | None) -> str:
+    return "" if value is None or value.strip().lower() in _NONE_VALUES else value.strip()
+
+
+def _python_range(labels: list[str]) -> str:
+    """['3.10', '3.11', '3.12'] -> '3.10-3.12'; gaps or free-threaded builds -> comma list."""
+    try:
+        minors = [int(label.split(".")[1]) for label in labels]
+        majors = {label.split(".")[0] for label in labels}
+    except (IndexError, ValueError):
+        return ",".join(labels)
+    contiguous = len(majors) == 1 and minors == list(range(minors[0], minors[0] + len(minors)))
+    if len(labels) > 2 and contiguous:
+        return f"{labels[0]}-{labels[-1]}"
+    return ",".join(labels)
+
+
+def ci_support_dir(feedstock_root: Path) -> Path:
+    return feedstock_root / CI_SUPPORT
+
+
+def config_names(feedstock_root: Path) -> list[str]:
+    """Names of the configs (file stems), sorted; no parsing."""
+    directory = ci_support_dir(feedstock_root)
+    try:
+        entries = os.listdir(directory)
+    except FileNotFoundError:
+        entries = []
+    names = sorted(
+        entry[:-5] for entry in entries
+        if entry.endswith(".yaml") and not entry.startswith("clobber_")
+        and (directory / entry).is_file()
+    )
+    if not names:
+        raise LocalBuildError(
+            f"no configs in {directory}; generate them with `python -m feedstock rerender`",
+            EXIT_USAGE)
+    return names
+
+
+def load_config(feedstock_root: Path, name: str) -> CiConfig:
+    path = ci_support_dir(feedstock_root) / f"{name}.yaml"
+    try:
+        doc = ci_yaml.load(path)
+    except ci_yaml.CiYamlError as exc:
+        raise LocalBuildError(f"cannot parse {_relative(exc.path, feedstock_root)} line {exc.line}: "
+                              f"{exc.reason}; regenerate it with `python -m feedstock rerender`",
+                              EXIT_USAGE) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise LocalBuildError(f"cannot read {path}: {exc}", EXIT_USAGE) from None
+    return CiConfig(name, path, doc)
+
+
+def _relative(path: str, root: Path) -> str:
+    try:
+        return str(Path(path).relative_to(root))
+    except ValueError:
+        return path
+
+
+def host_platform() -> str:
+    """The conda subdir of this machine, e.g. linux-64, osx-arm64."""
+    machine = os.uname().machine.lower() if hasattr(os, "uname") else ""
+    arch = {"x86_64": "64", "amd64": "64", "aarch64": "aarch64", "arm64": "arm64",
+            "ppc64le": "ppc64le"}.get(machine, machine)
+    if sys.platform.startswith("linux"):
+        return f"linux-{arch}"
+    if sys.platform == "darwin":
+        return f"osx-{arch}"
+    if sys.platform.startswith("win"):
+        return "win-64"
+    return f"{sys.platform}-{arch}"

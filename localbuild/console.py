@@ -1,0 +1,35 @@
+"""Terminal output that is also written to the current config's log file."""
+from __future__ import annotations
+
+import sys
+import time
+from typing import BinaryIO
+
+
+def format_duration(seconds: float) -> str:
+    seconds = int(seconds)
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+class Console:
+    """Writes bytes to stdout (unbuffered) and, while a log is open, to the log as well."""
+
+    def __init__(self, stream: BinaryIO | None = None) -> None:
+        self.stream = stream if stream is not None else sys.stdout.buffer
+        self.log: BinaryIO | None = None
+
+    def raw(self, data: bytes) -> None:
+        try:
+            self.stream.write(data)
+            self.stream.flush()
+        except (BrokenPipeError, ValueError):
+            pass  # terminal gone (e.g. piped into `head`): keep building, keep logging
+        if self.log is not None:
+            self.log.write(data)
+            self.log.flush()
+
+    def say(self, message: str) -> None:
+        self.raw(f"build-locally: {message}\n".encode("utf-8", "replace"))
+
+    def progress(self, label: str, step: str, started: float) -> None:
+        self.say(f"[{label}] {step} ({format_duration(time.monotonic() - started)} elapsed)")

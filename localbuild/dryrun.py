@@ -1,0 +1,83 @@
+"""--dry-run: what would run for each config, without running or writing anything."""
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Callable
+
+from .plan import BuildPlan, Options
+from .preflight import free_gb
+
+RenderFn = Callable[[Path, str], list]
+
+
+def load_renderer() -> tuple[RenderFn | None, type | None, str]:
+    """The feedstock renderer, if this Python can import it (it needs PyYAML and Jinja2).
+
+    Returns (render_ci_config, FeedstockError, reason-when-missing). Any failure to import
+    (missing dependency, half-written module) only means the outputs cannot be shown.
+    """
+    try:
+        from feedstock.errors import FeedstockError  # type: ignore[import-not-found]
+        from feedstock.render import render_ci_config  # type: ignore[import-not-found]
+    except Exception as exc:  # noqa: BLE001 - the renderer is optional here
+        return None, None, f"{type(exc).__name__}: {exc}"
+    return render_ci_config, FeedstockError, ""
+
+
+def describe_outputs(root: Path, config: str, renderer: tuple[RenderFn | None, type | None, str]
+                     ) -> list[str]:
+    render, feedstock_error, why = renderer
+    hint = f"run `python -m feedstock render {config}` (needs requirements-dev.txt)"
+    if render is None:
+        return [f"outputs:      not rendered here (renderer unavailable: {why}); {hint}"]
+    try:
+        outputs = render(root, config)
+    except Exception as exc:  # noqa: BLE001 - a renderer bug must not break the dry run
+        kind = "" if feedstock_error and isinstance(exc, feedstock_error) else f"{type(exc).__name__}: "
+        return [f"outputs:      cannot render ({kind}{exc}); {hint}"]
+    lines = [f"outputs:      {len(outputs)}"]
+    for output in outputs:
+        name = getattr(output, "name", "?")
+        version = getattr(output, "version", "?")
+        build = getattr(output, "build_string", "?")
+        lines.append(f"  {name}-{version}-{build}")
+    return lines
+
+
+def print_plans(plans: list[BuildPlan], options: Options, force: bool, min_free_gb: float | None,
+                write: Callable[[str], None]) -> None:
+    renderer: tuple | None = None
+    free = free_gb(options.artifacts)
+    for index, plan in enumerate(plans, 1):
+        write(f"== [{index}/{len(plans)}] {plan.name}: {plan.config.description()}")
+        if plan.skip_reason:
+            write(f"skipped:      {plan.skip_reason}")
+            continue
+        if plan.marker.exists() and not force and not plan.interactive:
+            write(f"skipped:      already built ({plan.marker} exists; --force rebuilds)")
+            continue
+        write(f"backend:      {plan.backend}")
+        if plan.image:
+            write(f"image:        {plan.image}")
+        write(f"command:      {shlex.join(plan.command)}")
+        write("environment:")
+        for key, value in plan.env.items():
+            write(f"  {key}={value}")
+        for key in plan.passed_by_name:
+            write(f"  {key}=<from your environment, --upload>")
+        if plan.derived_config:
+            write(f"config:       {plan.derived_config} (would be written: Pythons subset of "
+                  f".ci_support/{plan.name}.yaml)")
+        if plan.dev_tag:
+            write(f"dev build:    FEEDSTOCK_DEV_TAG={plan.dev_tag} (build strings carry dev{plan.dev_tag}_)")
+        if renderer is None:
+            renderer = load_renderer()
+        for line in describe_outputs(options.feedstock_root, plan.name, renderer):
+            write(line)
+        write(f"marker:       {plan.marker}")
+        write(f"log:          {plan.log}")
+        need = min_free_gb if min_free_gb is not None else plan.config.disk_estimate_gb
+        state = "ok" if free >= need else "TOO LITTLE"
+        write(f"disk:         {free:.0f} GB free, needs about {need:.0f} GB ({state})")
+    write("dry run: nothing was started or written")

@@ -1,0 +1,145 @@
+"""The container engine (docker or podman): which executable, and the commands given to it."""
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import EXIT_PREFLIGHT, EXIT_USAGE, LocalBuildError
+
+# Paths inside the container, as conda-forge's images and scripts expect them.
+CONTAINER_FEEDSTOCK = "/home/conda/feedstock_root"
+CONTAINER_RECIPE = "/home/conda/recipe_root"
+CONTAINER_CCACHE = "/home/conda/ccache"
+# Every container we start carries this label; `prune` keeps labelled (= kept, failed) ones.
+LABEL = "org.pytorch-feedstock.build-locally"
+
+
+@dataclass(frozen=True)
+class Engine:
+    executable: str          # as configured: "docker", "podman" or a path
+
+    @property
+    def flavour(self) -> str:
+        """'podman' or 'docker' (anything docker-compatible)."""
+        return "podman" if "podman" in Path(self.executable).name else "docker"
+
+    def which(self) -> str | None:
+        return shutil.which(self.executable)
+
+
+def resolve_engine(cli_value: str | None, environ: dict[str, str]) -> Engine:
+    """--engine wins over DOCKER_EXECUTABLE, which wins over plain `docker`."""
+    value = cli_value or environ.get("DOCKER_EXECUTABLE") or "docker"
+    return Engine(value)
+
+
+def require_client(engine: Engine) -> str:
+    path = engine.which()
+    if path is None:
+        other = "podman" if engine.flavour == "docker" else "docker"
+        raise LocalBuildError(
+            f"container engine client '{engine.executable}' not found on PATH; install it, pick "
+            f"another with --engine {other} (or DOCKER_EXECUTABLE), build on this host with "
+            "--native, or see the plan with --dry-run", EXIT_PREFLIGHT)
+    return path
+
+
+def require_running(engine: Engine, timeout: float = 30.0) -> None:
+    """`<engine> info` must succeed: the daemon/service is reachable."""
+    try:
+        proc = subprocess.run([engine.executable, "info"], stdin=subprocess.DEVNULL,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              timeout=timeout, text=True, errors="replace")
+        reason = _first_line(proc.stderr) if proc.returncode != 0 else None
+    except subprocess.TimeoutExpired:
+        reason = f"'{engine.executable} info' did not answer within {timeout:.0f}s"
+    except OSError as exc:
+        reason = str(exc)
+    if reason is None:
+        return
+    start = ("start the Docker daemon (sudo systemctl start docker, or open Docker Desktop)"
+             if engine.flavour == "docker" else "start the podman service (podman machine start)")
+    raise LocalBuildError(
+        f"{engine.flavour} engine not reachable ({reason}); {start}, or use --engine podman, "
+        "--native (conda-build on this host), or --dry-run to see the plan without building",
+        EXIT_PREFLIGHT)
+
+
+def _first_line(text: str) -> str:
+    for line in (text or "").splitlines():
+        line = line.strip()
+        if line and not line.lower().startswith("server:"):
+            return line[:200]
+    return "no error message"
+
+
+def mount_argument(host: Path, target: str) -> str:
+    """A read-write bind mount with the shared SELinux label (``z``): works with SELinux
+    enforcing and is ignored where SELinux is off."""
+    text = str(host)
+    if ":" in text or "," in text:
+        raise LocalBuildError(f"cannot mount {text}: the path contains ':' or ','; move the "
+                              "feedstock (or --ccache directory) to a plain path", EXIT_USAGE)
+    return f"{text}:{target}:rw,z"
+
+
+def gpu_arguments(engine: Engine, backend: str) -> list[str]:
+    if backend == "cuda":
+        return ["--device", "nvidia.com/gpu=all"] if engine.flavour == "podman" else ["--gpus", "all"]
+    if backend == "rocm":
+        return ["--device", "/dev/kfd", "--device", "/dev/dri", "--group-add", "video"]
+    return []
+
+
+def extra_run_arguments(environ: dict[str, str]) -> list[str]:
+    """CONDA_FORGE_DOCKER_RUN_ARGS, split like a shell would."""
+    value = environ.get("CONDA_FORGE_DOCKER_RUN_ARGS", "")
+    try:
+        return shlex.split(value)
+    except ValueError as exc:
+        raise LocalBuildError(f"CONDA_FORGE_DOCKER_RUN_ARGS cannot be split ({exc}): {value!r}",
+                              EXIT_USAGE) from None
+
+
+def container_name(config: str, stamp: str) -> str:
+    """Lower-case (so `commit` can reuse it as an image name) and within Docker's charset."""
+    safe = "".join(ch if ch.isalnum() or ch in "_.-" else "-" for ch in config.lower())
+    return f"build-locally-{safe[:100]}-{stamp}"
+
+
+def enter_command(engine: Engine, name: str, mounts: list[str], image_tag: str) -> str:
+    """How to get a shell in the state a failed container ended in."""
+    mount_args = " ".join(f"-v {shlex.quote(m)}" for m in mounts)
+    exe = shlex.quote(engine.executable)
+    return (f"{exe} commit {name} {image_tag} && "
+            f"{exe} run -it --rm {mount_args} {image_tag} bash")
+
+
+def remove_container(engine: Engine, name: str, force: bool = False) -> bool:
+    command = [engine.executable, "rm"] + (["-f"] if force else []) + [name]
+    return _quiet(command, timeout=120)
+
+
+def kill_container(engine: Engine, name: str) -> bool:
+    return _quiet([engine.executable, "kill", name], timeout=60)
+
+
+def prune_command(engine: Engine) -> list[str]:
+    # label!= keeps the containers of failed builds that we kept on purpose
+    return [engine.executable, "system", "prune", "--force", "--filter", f"label!={LABEL}"]
+
+
+def _quiet(command: list[str], timeout: float) -> bool:
+    try:
+        return subprocess.run(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, timeout=timeout).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def host_user_id() -> str:
+    return str(os.getuid()) if hasattr(os, "getuid") else "1000"

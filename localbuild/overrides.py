@@ -1,0 +1,138 @@
+"""Developer overrides (--python, --cuda-arch, --rocm-arch, --jobs, --ccache, --dev-tag).
+
+They reach the build as the contract's environment variables; --python is applied through a
+derived copy of the config (``.ci_support/`` is never edited). Overrides that change what a
+package contains (Pythons, GPU architectures, an explicit --dev-tag) make a *development build*:
+FEEDSTOCK_DEV_TAG is set so the recipe's build strings carry ``dev<tag>_``, and the done-marker
+and log get the tag too, so a later release build of the same config is never skipped.
+--jobs and --ccache only change how fast the same package is built and keep release builds.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import ci_yaml
+from .configs import CiConfig
+from .errors import EXIT_USAGE, LocalBuildError
+
+_CUDA_ARCH = re.compile(r"^\d+\.\d+[af]?(\+PTX)?$")
+_ROCM_ARCH = re.compile(r"^gfx[0-9a-f]+(:(xnack|sramecc)[+-])*$")
+_DEV_TAG = re.compile(r"^[A-Za-z0-9]{1,32}$")
+
+
+@dataclass(frozen=True)
+class DevOverrides:
+    pythons: tuple[str, ...] = ()
+    cuda_arch: str | None = None      # normalised "8.0;9.0"
+    rocm_arch: str | None = None      # normalised "gfx90a;gfx942"
+    jobs: int | None = None
+    ccache_dir: Path | None = None
+    dev_tag: str | None = None        # explicit --dev-tag
+
+
+def parse_overrides(pythons: list[str] | None, cuda_arch: str | None, rocm_arch: str | None,
+                    jobs: int | None, ccache: str | None, dev_tag: str | None) -> DevOverrides:
+    """Validate the command-line values; bad input raises LocalBuildError (exit 2)."""
+    wanted_pythons: list[str] = []
+    for value in pythons or []:
+        for part in re.split(r"[,\s]+", value.strip()):
+            if not part:
+                continue
+            if not re.fullmatch(r"3\.\d+t?", part):
+                raise LocalBuildError(f"--python {part!r}: give versions like 3.12 (or 3.13t)",
+                                      EXIT_USAGE)
+            if part not in wanted_pythons:
+                wanted_pythons.append(part)
+    if jobs is not None and jobs < 1:
+        raise LocalBuildError(f"--jobs {jobs}: must be 1 or more", EXIT_USAGE)
+    if dev_tag is not None and not _DEV_TAG.match(dev_tag):
+        raise LocalBuildError(f"--dev-tag {dev_tag!r}: use 1-32 letters or digits "
+                              "(it becomes part of the build string)", EXIT_USAGE)
+    ccache_dir = Path(ccache).expanduser().resolve() if ccache else None
+    return DevOverrides(
+        pythons=tuple(wanted_pythons),
+        cuda_arch=_arch_list("--cuda-arch", cuda_arch, _CUDA_ARCH, "9.0 or 8.0;9.0+PTX"),
+        rocm_arch=_arch_list("--rocm-arch", rocm_arch, _ROCM_ARCH, "gfx90a or gfx90a;gfx942"),
+        jobs=jobs, ccache_dir=ccache_dir, dev_tag=dev_tag)
+
+
+def _arch_list(flag: str, value: str | None, pattern: re.Pattern[str], example: str) -> str | None:
+    if value is None:
+        return None
+    parts = [part for part in re.split(r"[;,\s]+", value.strip()) if part]
+    bad = [part for part in parts if not pattern.match(part)]
+    if not parts or bad:
+        raise LocalBuildError(f"{flag} {value!r}: give architectures like {example}", EXIT_USAGE)
+    return ";".join(parts)
+
+
+@dataclass(frozen=True)
+class AppliedOverrides:
+    """The overrides as they apply to one config."""
+
+    env: dict[str, str]                  # contract variables for the build
+    dev_tag: str | None                  # None: a release build
+    keep_python_indices: list[int] | None  # None: build the config's own python list
+    skip_reason: str | None = None
+
+
+def apply_to_config(overrides: DevOverrides, config: CiConfig) -> AppliedOverrides:
+    env: dict[str, str] = {}
+    tag_parts: list[str] = []
+    keep: list[int] | None = None
+    if overrides.pythons:
+        entries = config.pythons
+        labels = [entry.label for entry in entries]
+        missing = [p for p in overrides.pythons if p not in labels]
+        if missing:
+            return AppliedOverrides({}, None, None,
+                                    skip_reason=f"no python {', '.join(missing)}: the config "
+                                    f"builds {', '.join(labels) or 'none'}")
+        if len(overrides.pythons) < len(entries):
+            keep = [entry.index for entry in entries if entry.label in overrides.pythons]
+            tag_parts += ["py" + label.replace(".", "") for label in overrides.pythons]
+    backend = config.gpu[0]
+    if overrides.cuda_arch and backend == "cuda":
+        env["FEEDSTOCK_CUDA_ARCH_LIST"] = overrides.cuda_arch
+        tag_parts.append("sm" + re.sub(r"[^0-9a-zA-Z]", "", overrides.cuda_arch.replace("+PTX", "ptx")))
+    if overrides.rocm_arch and backend == "rocm":
+        env["FEEDSTOCK_ROCM_ARCH"] = overrides.rocm_arch
+        tag_parts.append(re.sub(r"[^0-9a-zA-Z]", "", overrides.rocm_arch))
+    if overrides.jobs is not None:
+        env["FEEDSTOCK_MAX_JOBS"] = str(overrides.jobs)
+    dev_tag = overrides.dev_tag
+    if dev_tag is None and tag_parts:
+        dev_tag = _short_tag("".join(tag_parts))
+    if dev_tag is not None:
+        env["FEEDSTOCK_DEV_TAG"] = dev_tag
+    return AppliedOverrides(env, dev_tag, keep)
+
+
+def _short_tag(tag: str) -> str:
+    """Readable when short; long tags become a stable 10-character hash."""
+    if len(tag) <= 24:
+        return tag
+    import hashlib
+
+    return "h" + hashlib.sha1(tag.encode()).hexdigest()[:9]
+
+
+def derived_config_text(config: CiConfig, keep_python_indices: list[int]) -> str:
+    """The config's text with only the kept Pythons (and the values zipped with them)."""
+    group = config.zip_group("python")
+    total = len(config.pythons)
+    drop = set(range(total)) - set(keep_python_indices)
+    plan: dict[str, set[int]] = {}
+    for key in group:
+        spans = config.doc.item_lines.get(key)
+        if spans is None:
+            continue  # a zip key the config does not carry as a list: nothing to subset
+        if len(spans) != total:
+            raise LocalBuildError(
+                f"{config.path.name}: '{key}' is zipped with python but has {len(spans)} entries "
+                f"for {total} Pythons; regenerate it with `python -m feedstock rerender`",
+                EXIT_USAGE)
+        plan[key] = drop
+    return ci_yaml.without_items(config.doc, plan)

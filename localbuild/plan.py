@@ -1,0 +1,208 @@
+"""One build plan per selected config: backend, command, environment, marker and log paths.
+
+Plans are pure data: --dry-run prints them, the batch runner executes them.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import engine as engines
+from .configs import CiConfig, host_platform
+from .errors import EXIT_USAGE, LocalBuildError
+from .overrides import DevOverrides, apply_to_config, derived_config_text
+
+ARTIFACTS = "build_artifacts"
+BUILD_SCRIPT = "scripts/build_steps.sh"
+MARKER_PREFIX = "conda-forge-build-done-"
+UPLOAD_TOKENS = ("BINSTAR_TOKEN", "ANACONDA_API_TOKEN", "STAGING_BINSTAR_TOKEN")
+# Never reach a build unless uploading is asked for (and then only the upload tokens).
+SECRET_VARIABLES = frozenset(UPLOAD_TOKENS + (
+    "FEEDSTOCK_TOKEN", "GITHUB_TOKEN", "GH_TOKEN", "ANACONDA_TOKEN", "PREFIX_API_KEY",
+    "CONDA_FORGE_WEBSERVICE_TOKEN", "STAGED_RECIPES_TOKEN"))
+
+
+@dataclass(frozen=True)
+class Options:
+    """Everything from the command line and environment that shapes a plan."""
+
+    feedstock_root: Path
+    engine: engines.Engine
+    native: bool = False
+    overrides: DevOverrides = DevOverrides()
+    debug: bool = False
+    output_id: str | None = None
+    upload: bool = False
+    gpu_tests: bool = False
+    cpu_count: str = "1"
+    ci: str = ""
+    extra_run_args: tuple[str, ...] = ()
+    stdin_is_tty: bool = False
+    stamp: str = "0"
+    host: str = field(default_factory=host_platform)
+
+    @property
+    def artifacts(self) -> Path:
+        return self.feedstock_root / ARTIFACTS
+
+
+@dataclass
+class BuildPlan:
+    config: CiConfig
+    backend: str                       # "docker" | "native" | "" (skipped)
+    skip_reason: str | None            # why this machine does not build it (None: it does)
+    marker: Path
+    log: Path
+    dev_tag: str | None = None
+    image: str | None = None
+    command: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)          # passed with values
+    passed_by_name: list[str] = field(default_factory=list)    # secrets: name only, value from env
+    container: str | None = None
+    mounts: list[str] = field(default_factory=list)
+    derived_config: Path | None = None
+    derived_text: str | None = None
+    interactive: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+
+def make_plan(config: CiConfig, options: Options, environ: dict[str, str]) -> BuildPlan:
+    root = options.feedstock_root
+    artifacts = options.artifacts
+    applied = apply_to_config(options.overrides, config)
+    tag = applied.dev_tag
+    suffix = f"-dev{tag}" if tag else ""
+    plan = BuildPlan(config=config, backend="", skip_reason=None,
+                     marker=artifacts / f"{MARKER_PREFIX}{config.name}{suffix}",
+                     log=artifacts / f"{config.name}{suffix}-log.txt", dev_tag=tag)
+    backend, reason = choose_backend(config, options)
+    plan.skip_reason = reason or applied.skip_reason
+    if plan.skip_reason:
+        return plan
+    plan.backend = backend
+    plan.interactive = options.debug
+    if applied.keep_python_indices is not None:
+        plan.derived_config = artifacts / "localbuild" / f"{config.name}{suffix}.yaml"
+        plan.derived_text = derived_config_text(config, applied.keep_python_indices)
+
+    if backend == "docker":
+        inside_root = engines.CONTAINER_FEEDSTOCK
+    else:
+        inside_root = str(root)
+    config_file = (f"{inside_root}/{ARTIFACTS}/localbuild/{plan.derived_config.name}"
+                   if plan.derived_config else f"{inside_root}/.ci_support/{config.name}.yaml")
+    env = {
+        "CONFIG": config.name,
+        "CONFIG_FILE": config_file,
+        "DONE_MARKER": plan.marker.name,
+        "HOST_USER_ID": engines.host_user_id(),
+        "CPU_COUNT": options.cpu_count,
+        "CI": options.ci,
+        "FEEDSTOCK_NAME": root.name,
+        "CHANNEL_SOURCES": ",".join(config.channel_sources),
+        "UPLOAD_PACKAGES": "True" if options.upload else "False",
+        "IS_PR_BUILD": "False" if options.upload else "True",
+    }
+    if options.debug:
+        env["BUILD_WITH_CONDA_DEBUG"] = "1"
+        if options.output_id:
+            env["BUILD_OUTPUT_ID"] = options.output_id
+    env.update(applied.env)
+    if options.overrides.ccache_dir is not None:
+        env["CCACHE_DIR"] = (engines.CONTAINER_CCACHE if backend == "docker"
+                             else str(options.overrides.ccache_dir))
+    if options.upload:
+        plan.passed_by_name = [name for name in UPLOAD_TOKENS if environ.get(name)]
+
+    if backend == "docker":
+        _docker_command(plan, config, options, env)
+    else:
+        env.update({"FEEDSTOCK_ROOT": str(root), "RECIPE_ROOT": str(root / "recipe"),
+                    "LOCALBUILD_NATIVE": "1", "BUILD_TOOL": native_build_tool(root) or "conda-build"})
+        plan.command = ["bash", str(root / BUILD_SCRIPT)]
+    plan.env = env
+    return plan
+
+
+def _docker_command(plan: BuildPlan, config: CiConfig, options: Options, env: dict[str, str]) -> None:
+    image = config.docker_image
+    if not image:
+        raise LocalBuildError(f"{config.path.name} has no docker_image; regenerate it with "
+                              "`python -m feedstock rerender`", EXIT_USAGE)
+    root = options.feedstock_root
+    eng = options.engine
+    plan.image = image
+    plan.container = engines.container_name(config.name, options.stamp)
+    plan.mounts = [engines.mount_argument(root, engines.CONTAINER_FEEDSTOCK),
+                   engines.mount_argument(root / "recipe", engines.CONTAINER_RECIPE)]
+    if options.overrides.ccache_dir is not None:
+        plan.mounts.append(engines.mount_argument(options.overrides.ccache_dir,
+                                                  engines.CONTAINER_CCACHE))
+    command = [eng.executable, "run", "--name", plan.container,
+               "--label", f"{engines.LABEL}={config.name}"]
+    if plan.interactive:
+        command.append("-it" if options.stdin_is_tty else "-i")
+    for mount in plan.mounts:
+        command += ["-v", mount]
+    if options.gpu_tests:
+        command += engines.gpu_arguments(eng, config.gpu[0])
+    for key, value in env.items():
+        command += ["-e", f"{key}={value}"]
+    for key in plan.passed_by_name:
+        command += ["-e", key]
+    command += list(options.extra_run_args)
+    command += [image, "bash", f"{engines.CONTAINER_FEEDSTOCK}/{BUILD_SCRIPT}"]
+    plan.command = command
+
+
+def choose_backend(config: CiConfig, options: Options) -> tuple[str, str | None]:
+    """('docker'|'native', None), or ('', why this machine cannot build the config)."""
+    platform = config.platform
+    host = options.host
+    if options.native:
+        if platform != host:
+            return "", f"needs a {platform} host: a native build runs on the host (this is {host})"
+        return "native", None
+    if platform.startswith("linux-"):
+        return "docker", None
+    if platform.startswith("osx-"):
+        if host.startswith("osx-"):
+            return "native", None
+        return "", f"needs macOS: {platform} configs build natively on a Mac with conda-build"
+    return "", f"{platform} config: not supported by build-locally"
+
+
+def native_build_tool(feedstock_root: Path) -> str | None:
+    """conda-build if installed; rattler-build if installed and the recipe has recipe.yaml."""
+    import shutil
+
+    if shutil.which("conda-build"):
+        return "conda-build"
+    if shutil.which("rattler-build") and (feedstock_root / "recipe" / "recipe.yaml").is_file():
+        return "rattler-build"
+    return None
+
+
+def process_environment(plan: BuildPlan, environ: dict[str, str]) -> dict[str, str]:
+    """The environment of the process we start (engine client or native build script)."""
+    keep = set(plan.passed_by_name)
+    env = {k: v for k, v in environ.items() if k not in SECRET_VARIABLES or k in keep}
+    if plan.backend == "native":
+        env.update(plan.env)
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return env
+
+
+def default_cpu_count(environ: dict[str, str]) -> str:
+    return environ.get("CPU_COUNT") or str(usable_cores())
+
+
+def usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1

@@ -1,0 +1,217 @@
+"""Runs one plan: prepares files, starts the build, tees its output, cleans up the container."""
+from __future__ import annotations
+
+import os
+import re
+import select
+import shlex
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import engine as engines
+from .console import Console, format_duration
+from .plan import BuildPlan, Options, process_environment
+
+STEP_PREFIX = b"::build-locally-step::"
+HEARTBEAT_SECONDS = 300.0
+STOP_GRACE_SECONDS = 10.0
+_SUBDIR = re.compile(r"^(noarch|linux-[a-z0-9_]+|osx-[a-z0-9_]+|win-[a-z0-9_]+)$")
+
+
+@dataclass
+class Outcome:
+    status: str                 # "ok" | "failed" | "interrupted"
+    detail: str = ""
+    seconds: float = 0.0
+    packages: list[Path] = field(default_factory=list)
+
+
+class BuildInterrupted(Exception):
+    """Ctrl-C / SIGTERM while a build ran; carries the outcome of the interrupted config."""
+
+    def __init__(self, outcome: Outcome) -> None:
+        super().__init__("interrupted")
+        self.outcome = outcome
+
+
+def package_snapshot(artifacts: Path) -> dict[Path, int]:
+    """Every package in the channel's subdirs with its mtime (to see what a build produced)."""
+    found: dict[Path, int] = {}
+    try:
+        subdirs = [entry for entry in os.scandir(artifacts)
+                   if entry.is_dir() and _SUBDIR.match(entry.name)]
+    except FileNotFoundError:
+        return found
+    for subdir in subdirs:
+        for entry in os.scandir(subdir.path):
+            if entry.name.endswith((".conda", ".tar.bz2")) and entry.is_file():
+                found[Path(entry.path)] = entry.stat().st_mtime_ns
+    return found
+
+
+def write_atomically(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def prepare(plan: BuildPlan, options: Options) -> None:
+    """Files the build needs; the marker goes first so a stale one never claims success."""
+    options.artifacts.mkdir(parents=True, exist_ok=True)
+    if plan.marker.exists():
+        plan.marker.unlink()
+    if plan.derived_config is not None and plan.derived_text is not None:
+        write_atomically(plan.derived_config, plan.derived_text)
+    if options.overrides.ccache_dir is not None:
+        options.overrides.ccache_dir.mkdir(parents=True, exist_ok=True)
+
+
+def open_log(plan: BuildPlan):
+    """The config's log, keeping the previous run's log as <name>.previous.txt."""
+    if plan.log.exists():
+        os.replace(plan.log, plan.log.with_name(plan.log.name[:-4] + ".previous.txt"))
+    return open(plan.log, "wb")
+
+
+def run_plan(plan: BuildPlan, options: Options, console: Console, label: str,
+             environ: dict[str, str]) -> Outcome:
+    """Build one config. Raises BuildInterrupted on Ctrl-C (after stopping the build)."""
+    prepare(plan, options)
+    before = package_snapshot(options.artifacts)
+    started = time.monotonic()
+    env = process_environment(plan, environ)
+    with open_log(plan) as log:
+        console.log = log
+        try:
+            console.say(f"[{label}] start: {plan.backend} build, "
+                        + (f"image {plan.image}" if plan.image else f"in {options.feedstock_root}"))
+            console.say(f"[{label}] log: {plan.log}")
+            log.write(f"command: {shlex.join(plan.command)}\n".encode())
+            if plan.interactive:
+                returncode = _run_interactive(plan, env, console, label)
+            else:
+                returncode = _run_streaming(plan, env, console, label, started, options)
+        except KeyboardInterrupt:
+            seconds = time.monotonic() - started
+            console.say(f"[{label}] interrupted after {format_duration(seconds)}; "
+                        "no done-marker written")
+            raise BuildInterrupted(Outcome("interrupted", "Ctrl-C", seconds)) from None
+        finally:
+            console.log = None
+        seconds = time.monotonic() - started
+        produced = sorted(path for path, mtime in package_snapshot(options.artifacts).items()
+                          if before.get(path) != mtime)
+        outcome = _judge(plan, returncode, seconds, produced)
+        console.log = log
+        _finish_container(plan, options, outcome, console, label)
+        console.say(f"[{label}] {outcome.status}{' (' + outcome.detail + ')' if outcome.detail else ''}"
+                    f" after {format_duration(seconds)}, {len(produced)} package(s)")
+        for path in produced:
+            console.say(f"[{label}]   {path.relative_to(options.artifacts)}")
+        console.log = None
+    return outcome
+
+
+def _judge(plan: BuildPlan, returncode: int, seconds: float, produced: list[Path]) -> Outcome:
+    if returncode != 0:
+        return Outcome("failed", f"exit {returncode}", seconds, produced)
+    if plan.interactive:
+        return Outcome("ok", "debug session", seconds, produced)
+    if not plan.marker.exists():
+        return Outcome("failed", "build ended without writing its done-marker", seconds, produced)
+    return Outcome("ok", "", seconds, produced)
+
+
+def _finish_container(plan: BuildPlan, options: Options, outcome: Outcome, console: Console,
+                      label: str) -> None:
+    if plan.container is None:
+        return
+    engine = options.engine
+    if outcome.status == "ok":
+        if not engines.remove_container(engine, plan.container):
+            console.say(f"[{label}] warning: could not remove container {plan.container}")
+        return
+    tag = f"{plan.container}-debug"
+    console.say(f"[{label}] container kept for inspection: {plan.container}")
+    console.say(f"[{label}]   enter it:  {engines.enter_command(engine, plan.container, plan.mounts, tag)}")
+    console.say(f"[{label}]   remove it: {engine.executable} rm {plan.container}")
+
+
+def _run_streaming(plan: BuildPlan, env: dict[str, str], console: Console, label: str,
+                   started: float, options: Options) -> int:
+    proc = subprocess.Popen(plan.command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, env=env, cwd=str(options.feedstock_root),
+                            start_new_session=True)
+    try:
+        _pump(proc, console, label, started)
+        return proc.wait()
+    except KeyboardInterrupt:
+        _stop(proc, plan, options)
+        raise
+    finally:
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+def _pump(proc: subprocess.Popen, console: Console, label: str, started: float) -> None:
+    fd = proc.stdout.fileno()
+    pending = b""
+    step = "starting"
+    quiet_since = time.monotonic()
+    while True:
+        ready, _, _ = select.select([fd], [], [], 5.0)
+        if not ready:
+            if time.monotonic() - quiet_since >= HEARTBEAT_SECONDS:
+                console.progress(label, f"still in step '{step}', no output for "
+                                 f"{format_duration(time.monotonic() - quiet_since)}", started)
+                quiet_since = time.monotonic()
+            continue
+        data = os.read(fd, 65536)
+        if not data:
+            return
+        quiet_since = time.monotonic()
+        console.raw(data)
+        pending += data
+        *lines, pending = pending.split(b"\n")
+        pending = pending[-65536:]
+        for line in lines:
+            if line.startswith(STEP_PREFIX):
+                step = line[len(STEP_PREFIX):].strip().decode("utf-8", "replace")
+                console.progress(label, f"step: {step}", started)
+
+
+def _stop(proc: subprocess.Popen, plan: BuildPlan, options: Options) -> None:
+    """Stop the build for good; a second Ctrl-C during this is ignored (it is bounded)."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        if plan.container is not None:
+            engines.remove_container(options.engine, plan.container, force=True)
+        first = signal.SIGINT if plan.backend == "native" else signal.SIGTERM
+        for sig in (first, signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(proc.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                break
+            try:
+                proc.wait(timeout=STOP_GRACE_SECONDS)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _run_interactive(plan: BuildPlan, env: dict[str, str], console: Console, label: str) -> int:
+    """--debug: the terminal belongs to the build shell; Ctrl-C goes to it, not to us."""
+    console.say(f"[{label}] debug session: output is not logged; exit the shell to finish")
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        return subprocess.run(plan.command, env=env,
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)
+                              ).returncode
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Build one .ci_support config: run by build-locally.py inside the config's container image
+# (conda-forge's linux-anvil images: base env in /opt/conda, user `conda` created from
+# HOST_USER_ID by the image's entrypoint) or on the host with --native.
+#
+# Steps: configure conda -> install conda-build (container only) -> build the recipe with
+# -m CONFIG_FILE into build_artifacts/ -> [upload] -> index build_artifacts/ -> done-marker.
+# The done-marker is written last, so it exists only when every step before it succeeded.
+#
+# Input (environment, set by build-locally.py):
+#   CONFIG            config name (.ci_support/<CONFIG>.yaml)              required
+#   CONFIG_FILE       variant config to build with (a derived copy for --python)
+#   DONE_MARKER       marker file name in build_artifacts/ (dev builds get their own)
+#   CHANNEL_SOURCES   comma-separated channels (the config's channel_sources)
+#   FEEDSTOCK_ROOT, RECIPE_ROOT   default to the container mount points
+#   LOCALBUILD_NATIVE=1, BUILD_TOOL=conda-build|rattler-build   for --native
+#   BUILD_WITH_CONDA_DEBUG=1 [BUILD_OUTPUT_ID]   conda debug, then an interactive shell
+#   UPLOAD_PACKAGES=True + BINSTAR_TOKEN/ANACONDA_API_TOKEN   upload after the build
+#   EXTRA_CB_OPTIONS  extra conda-build arguments (word-split)
+set -euo pipefail
+
+step() { echo "::build-locally-step:: $*"; }
+
+: "${CONFIG:?CONFIG must name a config in .ci_support/}"
+FEEDSTOCK_ROOT="${FEEDSTOCK_ROOT:-/home/conda/feedstock_root}"
+RECIPE_ROOT="${RECIPE_ROOT:-/home/conda/recipe_root}"
+CONFIG_FILE="${CONFIG_FILE:-${FEEDSTOCK_ROOT}/.ci_support/${CONFIG}.yaml}"
+DONE_MARKER="${DONE_MARKER:-conda-forge-build-done-${CONFIG}}"
+ARTIFACTS="${FEEDSTOCK_ROOT}/build_artifacts"
+NATIVE="${LOCALBUILD_NATIVE:-0}"
+BUILD_TOOL="${BUILD_TOOL:-conda-build}"
+export PYTHONUNBUFFERED=1
+
+step "configure conda"
+if [[ ! -f "${CONFIG_FILE}" ]]; then
+    echo "build_steps.sh: config file ${CONFIG_FILE} not found" >&2
+    exit 2
+fi
+mkdir -p "${ARTIFACTS}"
+rm -f "${ARTIFACTS}/${DONE_MARKER}"
+channel_args=()
+IFS=',' read -r -a channels <<< "${CHANNEL_SOURCES:-conda-forge}"
+for channel in ${channels[@]+"${channels[@]}"}; do
+    if [[ -n "${channel}" ]]; then
+        channel_args+=(--channel "${channel}")
+    fi
+done
+if [[ "${NATIVE}" != 1 ]]; then
+    # the container's package cache lives on the host, so re-runs download nothing twice
+    export CONDA_PKGS_DIRS="${ARTIFACTS}/pkg_cache"
+    export CONDA_BLD_PATH="${ARTIFACTS}"
+fi
+croot="${CONDA_BLD_PATH:-${ARTIFACTS}}"
+
+if [[ "${NATIVE}" != 1 ]]; then
+    step "install conda-build"
+    installer=conda
+    if command -v mamba >/dev/null 2>&1; then
+        installer=mamba
+    fi
+    "${installer}" install --name base --yes --quiet --override-channels ${channel_args[@]+"${channel_args[@]}"} \
+        conda-build conda-index
+fi
+
+clobber=()
+if [[ -f "${FEEDSTOCK_ROOT}/.ci_support/clobber_${CONFIG}.yaml" ]]; then
+    clobber=(--clobber-file "${FEEDSTOCK_ROOT}/.ci_support/clobber_${CONFIG}.yaml")
+fi
+# shellcheck disable=SC2206 # word splitting of EXTRA_CB_OPTIONS is intended
+extra=(${EXTRA_CB_OPTIONS:-})
+
+if [[ "${BUILD_WITH_CONDA_DEBUG:-0}" == 1 ]]; then
+    step "debug environment"
+    debug_args=()
+    if [[ -n "${BUILD_OUTPUT_ID:-}" ]]; then
+        debug_args=(--output-id "${BUILD_OUTPUT_ID}")
+    fi
+    conda debug "${RECIPE_ROOT}" -m "${CONFIG_FILE}" ${channel_args[@]+"${channel_args[@]}"} --override-channels \
+        ${clobber[@]+"${clobber[@]}"} ${debug_args[@]+"${debug_args[@]}"} ${extra[@]+"${extra[@]}"}
+    echo "build_steps.sh: activate the environment with the command printed above; exit to finish"
+    exec /bin/bash -i
+fi
+
+step "build recipe"
+if [[ "${BUILD_TOOL}" == rattler-build ]]; then
+    rattler-build build --recipe "${RECIPE_ROOT}/recipe.yaml" --variant-config "${CONFIG_FILE}" \
+        --output-dir "${ARTIFACTS}" ${channel_args[@]+"${channel_args[@]/--channel/-c}"} ${extra[@]+"${extra[@]}"}
+else
+    conda build "${RECIPE_ROOT}" -m "${CONFIG_FILE}" --croot "${croot}" --output-folder "${ARTIFACTS}" \
+        --override-channels ${channel_args[@]+"${channel_args[@]}"} --suppress-variables ${clobber[@]+"${clobber[@]}"} ${extra[@]+"${extra[@]}"}
+fi
+
+if [[ "${UPLOAD_PACKAGES:-False}" == True ]]; then
+    step "upload packages"
+    token="${ANACONDA_API_TOKEN:-${BINSTAR_TOKEN:-}}"
+    if [[ -z "${token}" ]]; then
+        echo "build_steps.sh: UPLOAD_PACKAGES=True but no BINSTAR_TOKEN/ANACONDA_API_TOKEN" >&2
+        exit 3
+    fi
+    packages=()
+    while IFS= read -r package; do
+        packages+=("${package}")
+    done < <(conda build "${RECIPE_ROOT}" -m "${CONFIG_FILE}" --output --output-folder "${ARTIFACTS}" \
+        --override-channels ${channel_args[@]+"${channel_args[@]}"} | grep -E '\.(conda|tar\.bz2)$')
+    ANACONDA_API_TOKEN="${token}" anaconda upload --skip-existing "${packages[@]}"
+fi
+
+step "index build_artifacts"
+if conda index --help >/dev/null 2>&1; then
+    conda index "${ARTIFACTS}"
+else
+    python -m conda_index "${ARTIFACTS}"
+fi
+
+step "done"
+touch "${ARTIFACTS}/${DONE_MARKER}"
