@@ -1,0 +1,22 @@
+"""`python -m megabuild`: run the step for $PKG_NAME (see megabuild.steps)."""
+from __future__ import annotations
+
+import os
+import sys
+
+from .context import BuildContext
+from .errors import MegabuildError
+from .steps import run_step
+
+
+def main() -> int:
+    try:
+        run_step(BuildContext.from_environ(os.environ))
+    except MegabuildError as exc:
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,61 @@
+"""The build front end: how PyTorch's own build is driven. Kept in one module on purpose.
+
+Today PyTorch builds through `setup.py` (`SetupPyFrontend`): `python setup.py build` configures
+CMake only when `build/CMakeCache.txt` is missing and otherwise just builds, leaving
+`build/lib.<platform>-<cache tag>/torch/{bin,lib,include,share}`; `pip install . --no-deps
+--no-build-isolation` rebuilds what changed and installs into the interpreter's site-packages.
+PyTorch's main branch moved to scikit-build-core (persistent `build-dir`); a front end for it
+implements the same three methods. The steps talk to the front end only through `Frontend`
+and assume nothing from CMake beyond `build_dir/CMakeCache.txt` and the `lib.*` layout.
+"""
+from __future__ import annotations
+
+import shlex
+import subprocess
+from pathlib import Path
+from typing import Protocol, Sequence
+
+from . import log
+from .context import BuildContext
+from .errors import MegabuildError
+
+
+class Frontend(Protocol):
+    def build_dir(self, ctx: BuildContext) -> Path:
+        """Where CMakeCache.txt lives."""
+        ...
+
+    def build(self, ctx: BuildContext) -> None:
+        """Build with ctx.python; configure only if the cache is missing."""
+        ...
+
+    def install(self, ctx: BuildContext) -> None:
+        """Rebuild what changed and install into ctx.python's site-packages."""
+        ...
+
+
+def run_command(args: Sequence[str | Path], ctx: BuildContext) -> None:
+    """Run a child process in the source tree with the context's environment."""
+    argv = [str(a) for a in args]
+    log.info(f"$ {shlex.join(argv)}")
+    try:
+        proc = subprocess.run(argv, cwd=ctx.src_dir, env=dict(ctx.env))
+    except OSError as exc:
+        raise MegabuildError(f"cannot run {argv[0]}: {exc}") from None
+    if proc.returncode != 0:
+        raise MegabuildError(f"`{shlex.join(argv)}` failed with exit code {proc.returncode}; "
+                             "see its output above")
+
+
+class SetupPyFrontend:
+    """PyTorch's setup.py (up to 2.13)."""
+
+    def build_dir(self, ctx: BuildContext) -> Path:
+        return ctx.src_dir / "build"
+
+    def build(self, ctx: BuildContext) -> None:
+        run_command([ctx.python, "setup.py", "build"], ctx)
+
+    def install(self, ctx: BuildContext) -> None:
+        run_command([ctx.python, "-m", "pip", "install", ".", "--no-deps",
+                     "--no-build-isolation", "--disable-pip-version-check"], ctx)

@@ -1,0 +1,139 @@
+"""What CMake knows about a Python interpreter, obtained by asking that interpreter.
+
+`PythonTarget.query(python)` runs the interpreter with a small script that reports the same
+values CMake's FindPython stores in its cache (version, ABI flags, SOABI, the four library
+folders computed the way FindPython computes them, include dir) plus the extension suffix and
+NumPy's include dir when NumPy is importable. `PythonTarget.from_cmake_cache(cache)` reads the
+same description back from a cache, which tells the retargeting what the cache was configured
+against.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+from .cmake_cache import CMakeCache
+from .errors import MegabuildError
+
+# Mirrors FindPython (CMake 3.25): distutils' answers where distutils exists, sysconfig otherwise.
+_QUERY = r"""
+import json, struct, sys, sysconfig, warnings
+def libpaths():
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            from distutils import sysconfig as ds
+        return [ds.get_python_lib(plat_specific=False, standard_lib=True),
+                ds.get_python_lib(plat_specific=True, standard_lib=True),
+                ds.get_python_lib(plat_specific=False, standard_lib=False),
+                ds.get_python_lib(plat_specific=True, standard_lib=False)]
+    except Exception:
+        return [sysconfig.get_path(n) for n in ("stdlib", "platstdlib", "purelib", "platlib")]
+try:
+    import numpy
+    numpy_include = numpy.get_include()
+except Exception:
+    numpy_include = None
+cv = sysconfig.get_config_var
+libdir, ldlibrary = cv("LIBDIR"), cv("LDLIBRARY")
+stdlib, platstdlib, purelib, platlib = libpaths()
+print(json.dumps(dict(
+    executable=sys.executable,
+    implementation=sys.implementation.name,
+    version="%d.%d.%d" % sys.version_info[:3],
+    abiflags=getattr(sys, "abiflags", ""),
+    pointer_bits=struct.calcsize("P") * 8,
+    soabi=cv("SOABI") or "",
+    ext_suffix=cv("EXT_SUFFIX") or "",
+    cache_tag=sys.implementation.cache_tag or "",
+    include_dir=sysconfig.get_path("include"),
+    stdlib=stdlib, platstdlib=platstdlib, purelib=purelib, platlib=platlib,
+    numpy_include=numpy_include,
+    library=(libdir + "/" + ldlibrary) if libdir and ldlibrary else None,
+)))
+"""
+
+
+@dataclass(frozen=True)
+class PythonTarget:
+    executable: str
+    version: str  # "3.12.1"
+    soabi: str  # "cpython-312-x86_64-linux-gnu"
+    ext_suffix: str  # ".cpython-312-x86_64-linux-gnu.so"
+    include_dir: str
+    stdlib: str
+    platstdlib: str
+    purelib: str
+    platlib: str
+    abiflags: str = ""
+    pointer_bits: int = 64
+    numpy_include: str | None = None
+    library: str | None = None
+    cache_tag: str = ""  # "cpython-312"; derived from the version when empty
+
+    @property
+    def major_minor(self) -> str:
+        return ".".join(self.version.split(".")[:2])
+
+    @property
+    def nodot(self) -> str:
+        return self.major_minor.replace(".", "")
+
+    @property
+    def pyc_tag(self) -> str:
+        return self.cache_tag or f"cpython-{self.nodot}"
+
+    def interpreter_properties(self) -> str:
+        """The value FindPython stores as `_Python_INTERPRETER_PROPERTIES`."""
+        major, minor, patch = (self.version.split(".") + ["0", "0"])[:3]
+        return ";".join(["Python", major, minor, patch, str(self.pointer_bits), self.abiflags,
+                         self.soabi, self.stdlib, self.platstdlib, self.purelib, self.platlib])
+
+    # -- constructors ------------------------------------------------------------------------
+    @classmethod
+    def query(cls, python: Path, env: Mapping[str, str] | None = None) -> "PythonTarget":
+        """Ask `python` itself; a missing or broken interpreter is a one-line error."""
+        python = Path(python)
+        if not python.exists():
+            raise MegabuildError(f"Python interpreter {python} not found; set PYTHON to the "
+                                 "interpreter of this output")
+        try:
+            proc = subprocess.run([str(python), "-I", "-c", _QUERY], capture_output=True,
+                                  text=True, timeout=120, env=dict(env) if env else None)
+        except OSError as exc:
+            raise MegabuildError(f"cannot run Python interpreter {python}: {exc}") from None
+        if proc.returncode != 0:
+            last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+            raise MegabuildError(f"Python interpreter {python} failed to describe itself: {last}")
+        data = json.loads(proc.stdout)
+        if data.pop("implementation") != "cpython":
+            raise MegabuildError(f"{python} is not CPython; PyTorch builds need CPython")
+        # keep the path as given (a venv's bin/python is a symlink that must stay one)
+        data["executable"] = str(python) if python.is_absolute() else data["executable"]
+        return cls(**data)
+
+    @classmethod
+    def from_cmake_cache(cls, cache: CMakeCache) -> "PythonTarget":
+        """The Python a cache was configured against, from FindPython's entries."""
+        props = cache.get("_Python_INTERPRETER_PROPERTIES").split(";")
+        if len(props) != 11:
+            raise MegabuildError(f"{cache.source}: _Python_INTERPRETER_PROPERTIES has "
+                                 f"{len(props)} fields, expected 11; unsupported CMake version?")
+        _, major, minor, patch, bits, abiflags, soabi, stdlib, platstdlib, purelib, platlib = props
+        executable = (cache.get("_Python_EXECUTABLE") if "_Python_EXECUTABLE" in cache
+                      else cache.get("Python_EXECUTABLE"))
+        ext_suffix = (cache.get("PYTHON_MODULE_EXTENSION") if "PYTHON_MODULE_EXTENSION" in cache
+                      else f".{soabi}.so")
+        numpy = cache.entry("_Python_NumPy_INCLUDE_DIR")
+        library = cache.entry("_Python_LIBRARY_RELEASE")
+        return cls(
+            executable=executable, version=f"{major}.{minor}.{patch}", soabi=soabi,
+            ext_suffix=ext_suffix, include_dir=cache.get("_Python_INCLUDE_DIR"),
+            stdlib=stdlib, platstdlib=platstdlib, purelib=purelib, platlib=platlib,
+            abiflags=abiflags, pointer_bits=int(bits or 64),
+            numpy_include=numpy.value if numpy and numpy.value else None,
+            library=library.value if library and library.value else None,
+        )

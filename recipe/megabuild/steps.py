@@ -1,0 +1,197 @@
+"""The driver's steps, one per conda-build output, selected by PKG_NAME (`run_step`).
+
+- `libtorch-split` (top level, once per variant) -> `run_split`: ROCm sources are hipified
+  once; the front end builds against the fixed build Python; from
+  `build/lib.*/torch/{bin,lib,include,share}` everything except libtorch_python and
+  libtorch_cuda_linalg is staged as `<stage>/libtorch`. On CUDA variants libtorch_cuda_linalg
+  is staged as `<stage>/cuda-linalg/nomagma`, then `USE_MAGMA` is set to ON in the cache, the
+  front end rebuilds (only the linalg sources recompile) and the result is staged as
+  `<stage>/cuda-linalg/magma`. Finally the cache is saved as `<stage>/CMakeCache.pristine.txt`.
+- `libtorch` -> `install_libtorch`: copies `<stage>/libtorch` into `$PREFIX`.
+- `libtorch-cuda-linalg` -> `install_cuda_linalg`: copies the magma or nomagma library
+  (`use_magma`) into `$PREFIX`.
+- `pytorch` (once per Python) -> `build_pytorch`: the pristine cache is retargeted to
+  `ctx.python` (always from the pristine copy, which is never written) and written over
+  `build/CMakeCache.txt`; the front end installs into that interpreter's site-packages (only
+  Python-dependent code recompiles); libtorch_python is copied to `$PREFIX/lib`; every file
+  under `site-packages/torch/{bin,lib,include,share}` that `$PREFIX` has becomes a symlink into
+  `$PREFIX` (relative when site-packages is inside `$PREFIX`); `.pyc` files of other Python
+  versions are deleted.
+
+A missing precondition (no staged files, no pristine cache, no interpreter, no USE_MAGMA in
+the cache) is a MegabuildError with one line saying which step to run first.
+"""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from . import log
+from .build_env import gpu_backend
+from .cmake_cache import CMakeCache, write_bytes_atomic
+from .context import BuildContext
+from .errors import MegabuildError
+from .frontend import Frontend, SetupPyFrontend, run_command
+from .python_target import PythonTarget
+from .retarget import retarget_cache
+from .staging import (copy_tree, find_layout_dir, installed_top_levels, is_cuda_linalg_library,
+                      is_python_library, link_into_prefix, remove_foreign_pyc, replace_stage,
+                      LIBTORCH_DIRS)
+
+PRISTINE_CACHE = "CMakeCache.pristine.txt"
+LIBTORCH_STAGE = "libtorch"
+LINALG_STAGE = "cuda-linalg"
+HIPIFY_MARKER = "hipify.done"
+HIPIFY_SCRIPT = Path("tools") / "amd_build" / "build_amd.py"
+
+
+def pristine_cache_path(ctx: BuildContext) -> Path:
+    return ctx.stage_dir / PRISTINE_CACHE
+
+
+def linalg_stage_dir(ctx: BuildContext, magma: bool) -> Path:
+    return ctx.stage_dir / LINALG_STAGE / ("magma" if magma else "nomagma")
+
+
+def run_hipify(ctx: BuildContext) -> None:
+    """Convert CUDA sources to HIP once per source tree (a marker records that it ran)."""
+    marker = ctx.stage_dir / HIPIFY_MARKER
+    if marker.exists():
+        log.info(f"hipify: already done ({marker})")
+        return
+    script = ctx.src_dir / HIPIFY_SCRIPT
+    if not script.is_file():
+        raise MegabuildError(f"ROCm variant, but {script} is missing; SRC_DIR must be a "
+                             "PyTorch source tree")
+    with log.step("hipify sources"):
+        run_command([ctx.python, HIPIFY_SCRIPT], ctx)
+    ctx.stage_dir.mkdir(parents=True, exist_ok=True)
+    marker.write_text("hipified\n")
+
+
+def _stage_linalg(layout: Path, dest: Path) -> None:
+    libs = sorted(p for p in (layout / "lib").glob("*") if is_cuda_linalg_library(p.name))
+    if not libs:
+        raise MegabuildError(f"no libtorch_cuda_linalg in {layout / 'lib'}; was the build "
+                             "configured with USE_CUDA=1?")
+    tmp = dest.with_name(dest.name + ".tmp")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    for lib in libs:
+        copy_tree(lib.parent, tmp / "lib", keep=lambda p, lib=lib: p == lib)
+    replace_stage(tmp, dest)
+    log.info(f"staged {', '.join(p.name for p in libs)} -> {dest}")
+
+
+def run_split(ctx: BuildContext, frontend: Frontend) -> None:
+    backend = gpu_backend(ctx.variant)
+    target = PythonTarget.query(ctx.python, ctx.env)
+    build_dir = frontend.build_dir(ctx)
+    ctx.stage_dir.mkdir(parents=True, exist_ok=True)
+    log.info(f"split: backend={backend} BLAS={ctx.env.get('BLAS')} MAX_JOBS="
+             f"{ctx.env.get('MAX_JOBS')} python={target.version} stage={ctx.stage_dir}")
+    if backend == "rocm":
+        run_hipify(ctx)
+    with log.step(f"split: build against Python {target.version}"):
+        frontend.build(ctx)
+    layout = find_layout_dir(build_dir, target)
+    with log.step("split: stage libtorch"):
+        tmp = ctx.stage_dir / (LIBTORCH_STAGE + ".tmp")
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        files = []
+        for sub in LIBTORCH_DIRS:
+            if (layout / sub).is_dir():
+                files += copy_tree(layout / sub, tmp / sub, keep=lambda p: not (
+                    is_python_library(p.name) or is_cuda_linalg_library(p.name)))
+        if not files:
+            raise MegabuildError(f"nothing to stage under {layout}/{{{','.join(LIBTORCH_DIRS)}}}")
+        replace_stage(tmp, ctx.stage_dir / LIBTORCH_STAGE)
+        log.info(f"staged {len(files)} libtorch files -> {ctx.stage_dir / LIBTORCH_STAGE}")
+    cache_path = build_dir / "CMakeCache.txt"
+    if backend == "cuda":
+        _stage_linalg(layout, linalg_stage_dir(ctx, magma=False))
+        with log.step("split: rebuild libtorch_cuda_linalg with USE_MAGMA=ON"):
+            cache = CMakeCache.read(cache_path)
+            old = cache.get("USE_MAGMA")
+            cache.set("USE_MAGMA", "ON")
+            cache.write(cache_path)
+            log.info(f"{cache_path}: USE_MAGMA {old} -> ON")
+            frontend.build(ctx)
+        _stage_linalg(find_layout_dir(build_dir, target), linalg_stage_dir(ctx, magma=True))
+    CMakeCache.read(cache_path)  # refuse to save a cache we could not patch later
+    write_bytes_atomic(pristine_cache_path(ctx), cache_path.read_bytes())
+    log.info(f"saved pristine cache -> {pristine_cache_path(ctx)}")
+
+
+def _require_stage(path: Path) -> None:
+    if not path.is_dir() or not any(path.iterdir()):
+        raise MegabuildError(f"no staged files in {path}; run the libtorch-split step "
+                             "(the top-level build) first")
+
+
+def install_libtorch(ctx: BuildContext) -> None:
+    source = ctx.stage_dir / LIBTORCH_STAGE
+    _require_stage(source)
+    with log.step(f"libtorch: install staged files into {ctx.prefix}"):
+        copied = copy_tree(source, ctx.prefix)
+        log.info(f"installed {len(copied)} files")
+
+
+def install_cuda_linalg(ctx: BuildContext) -> None:
+    magma = ctx.variant.get("use_magma", "false").lower() == "true"
+    source = linalg_stage_dir(ctx, magma)
+    _require_stage(source)
+    with log.step(f"libtorch-cuda-linalg ({'magma' if magma else 'nomagma'}): install"):
+        copied = copy_tree(source, ctx.prefix)
+        log.info(f"installed {', '.join(p.name for p in copied)}")
+
+
+def build_pytorch(ctx: BuildContext, frontend: Frontend) -> None:
+    pristine = pristine_cache_path(ctx)
+    if not pristine.is_file():
+        raise MegabuildError(f"no pristine cache at {pristine}; run the libtorch-split step "
+                             "(the top-level build) first")
+    target = PythonTarget.query(ctx.python, ctx.env)
+    with log.step(f"pytorch: retarget the cache to Python {target.version}"):
+        cache = CMakeCache.read(pristine)
+        changes = retarget_cache(cache, target)
+        for change in changes:
+            log.info(f"  {change.key}: {change.old} -> {change.new}")
+        cache.write(frontend.build_dir(ctx) / "CMakeCache.txt")
+    with log.step(f"pytorch: build and install for Python {target.version}"):
+        frontend.install(ctx)
+    site_packages = Path(target.platlib)
+    torch_dir = site_packages / "torch"
+    if not torch_dir.is_dir():
+        raise MegabuildError(f"the install left no {torch_dir}; check the front end's output")
+    with log.step("pytorch: split files between libtorch and pytorch"):
+        (ctx.prefix / "lib").mkdir(parents=True, exist_ok=True)
+        for lib in sorted((torch_dir / "lib").glob("libtorch_python*")):
+            shutil.copy2(lib, ctx.prefix / "lib" / lib.name)
+            log.info(f"copied {lib.name} -> {ctx.prefix / 'lib'}")
+        linked = link_into_prefix(torch_dir, ctx.prefix, always=is_cuda_linalg_library)
+        log.info(f"replaced {len(linked)} files with symlinks into {ctx.prefix}")
+        removed = remove_foreign_pyc(installed_top_levels(site_packages), target.pyc_tag)
+        log.info(f"removed {len(removed)} .pyc files not written for {target.pyc_tag}")
+
+
+STEPS = ("libtorch-split", "libtorch", "libtorch-cuda-linalg", "pytorch")
+
+
+def run_step(ctx: BuildContext, frontend: Frontend | None = None) -> None:
+    """Run the step for ctx.variant["PKG_NAME"]."""
+    frontend = frontend or SetupPyFrontend()
+    name = ctx.variant.get("PKG_NAME", "")
+    with log.step(f"{name or '?'} (megabuild driver)"):
+        if name == "libtorch-split":
+            run_split(ctx, frontend)
+        elif name == "libtorch":
+            install_libtorch(ctx)
+        elif name == "libtorch-cuda-linalg":
+            install_cuda_linalg(ctx)
+        elif name == "pytorch":
+            build_pytorch(ctx, frontend)
+        else:
+            raise MegabuildError(f"PKG_NAME={name!r} has no megabuild step; expected one of "
+                                 f"{', '.join(STEPS)}")

@@ -1,0 +1,2 @@
+"""The test project's stand-in for the torch package."""
+from torch._C import compiled_for, self_test  # noqa: F401

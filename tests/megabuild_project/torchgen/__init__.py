@@ -1,0 +1,1 @@
+"""Code generation run with the build interpreter, like PyTorch's torchgen."""
