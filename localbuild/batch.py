@@ -2,6 +2,7 @@
 keep going after failures, stop cleanly on Ctrl-C, summarise, zip the logs."""
 from __future__ import annotations
 
+import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,6 +12,7 @@ from .console import Console, format_duration
 from .errors import EXIT_BUILD_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from .plan import BuildPlan, Options
 from .runner import BuildInterrupted, Outcome, run_plan
+from .tokens import without_secrets
 
 
 @dataclass(frozen=True)
@@ -87,7 +89,8 @@ def _prune(engine: engines.Engine, console: Console) -> None:
     command = engines.prune_command(engine)
     console.say("pruning between configs: " + " ".join(command))
     proc = subprocess.run(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True, errors="replace")
+                          stderr=subprocess.STDOUT, text=True, errors="replace",
+                          env=without_secrets(dict(os.environ)))
     last = (proc.stdout.strip().splitlines() or [""])[-1]
     if proc.returncode != 0:
         console.say(f"warning: prune failed (exit {proc.returncode}): {last}")
@@ -116,7 +119,6 @@ def summary_table(rows: list[Row]) -> str:
 
 
 def _zip_logs(plans: list[BuildPlan], options: Options, summary: str, console: Console) -> None:
-    import os
     import zipfile
 
     logs = [plan.log for plan in plans if plan.log.is_file()]

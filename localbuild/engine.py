@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import EXIT_PREFLIGHT, EXIT_USAGE, LocalBuildError
+from .tokens import without_secrets
 
 # Paths inside the container, as conda-forge's images and scripts expect them.
 CONTAINER_FEEDSTOCK = "/home/conda/feedstock_root"
@@ -52,6 +53,7 @@ def require_running(engine: Engine, timeout: float = 30.0) -> None:
     """`<engine> info` must succeed: the daemon/service is reachable."""
     try:
         proc = subprocess.run([engine.executable, "info"], stdin=subprocess.DEVNULL,
+                              env=without_secrets(dict(os.environ)),
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                               timeout=timeout, text=True, errors="replace")
         reason = _first_line(proc.stderr) if proc.returncode != 0 else None
@@ -136,7 +138,8 @@ def prune_command(engine: Engine) -> list[str]:
 def _quiet(command: list[str], timeout: float) -> bool:
     try:
         return subprocess.run(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, timeout=timeout).returncode == 0
+                              stderr=subprocess.DEVNULL, env=without_secrets(dict(os.environ)),
+                              timeout=timeout).returncode == 0
     except (OSError, subprocess.TimeoutExpired):
         return False
 

@@ -12,15 +12,11 @@ from . import engine as engines
 from .configs import CiConfig, host_platform
 from .errors import EXIT_USAGE, LocalBuildError
 from .overrides import DevOverrides, apply_to_config, derived_config_text
+from .tokens import UPLOAD_TOKENS, without_secrets
 
 ARTIFACTS = "build_artifacts"
 BUILD_SCRIPT = "scripts/build_steps.sh"
 MARKER_PREFIX = "conda-forge-build-done-"
-UPLOAD_TOKENS = ("BINSTAR_TOKEN", "ANACONDA_API_TOKEN", "STAGING_BINSTAR_TOKEN")
-# Never reach a build unless uploading is asked for (and then only the upload tokens).
-SECRET_VARIABLES = frozenset(UPLOAD_TOKENS + (
-    "FEEDSTOCK_TOKEN", "GITHUB_TOKEN", "GH_TOKEN", "ANACONDA_TOKEN", "PREFIX_API_KEY",
-    "CONDA_FORGE_WEBSERVICE_TOKEN", "STAGED_RECIPES_TOKEN"))
 
 
 @dataclass(frozen=True)
@@ -189,8 +185,7 @@ def native_build_tool(feedstock_root: Path) -> str | None:
 
 def process_environment(plan: BuildPlan, environ: dict[str, str]) -> dict[str, str]:
     """The environment of the process we start (engine client or native build script)."""
-    keep = set(plan.passed_by_name)
-    env = {k: v for k, v in environ.items() if k not in SECRET_VARIABLES or k in keep}
+    env = without_secrets(environ, set(plan.passed_by_name))
     if plan.backend == "native":
         env.update(plan.env)
     env.setdefault("PYTHONUNBUFFERED", "1")

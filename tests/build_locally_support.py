@@ -118,3 +118,19 @@ def make_feedstock(tmp_path: Path, configs: dict[str, dict] | None = None) -> Fe
 
 def option_values(argv: list[str], option: str) -> list[str]:
     return [argv[i + 1] for i, arg in enumerate(argv[:-1]) if arg == option]
+
+
+FAKE_CONDA = Path(__file__).resolve().parent / "fake_docker" / "fake_conda.py"
+
+
+def install_fake_conda(bin_dir: Path) -> None:
+    """`conda` (and a `conda-build` entry point, which --native looks for) on PATH."""
+    for exe in ("conda", "conda-build"):
+        wrapper = bin_dir / exe
+        prefix = "" if exe == "conda" else "build "
+        wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" -S "{FAKE_CONDA}" {prefix}"$@"\n')
+        wrapper.chmod(0o755)
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []

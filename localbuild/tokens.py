@@ -1,0 +1,13 @@
+"""Secrets in the environment that must not reach a build or the engine client unasked."""
+from __future__ import annotations
+
+UPLOAD_TOKENS = ("BINSTAR_TOKEN", "ANACONDA_API_TOKEN", "STAGING_BINSTAR_TOKEN")
+# Never passed on unless uploading is asked for (and then only the upload tokens).
+SECRET_VARIABLES = frozenset(UPLOAD_TOKENS + (
+    "FEEDSTOCK_TOKEN", "GITHUB_TOKEN", "GH_TOKEN", "ANACONDA_TOKEN", "PREFIX_API_KEY",
+    "CONDA_FORGE_WEBSERVICE_TOKEN", "STAGED_RECIPES_TOKEN"))
+
+
+def without_secrets(environ: dict[str, str], keep: set[str] | frozenset[str] = frozenset()
+                    ) -> dict[str, str]:
+    return {k: v for k, v in environ.items() if k not in SECRET_VARIABLES or k in keep}

@@ -1,0 +1,67 @@
+"""A stand-in for `conda` (build, debug, index, install) in tests of scripts/build_steps.sh
+and `build-locally.py --native`; no conda channel is reachable here.
+
+Each call appends a JSON record to $FAKE_CONDA_LOG: {"argv": [...], "marker_exists": bool,
+"env": {CONDA_PKGS_DIRS, CONDA_BLD_PATH, CCACHE_DIR, FEEDSTOCK_*}, "config_python": [...]}.
+`conda build` writes two packages into --output-folder (exit 1 if FAKE_CONDA_BUILD_FAIL=1);
+`conda index DIR` writes DIR/<subdir>/repodata.json for the subdirs that hold packages.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+ENV_RECORDED = ("CONDA_PKGS_DIRS", "CONDA_BLD_PATH", "CCACHE_DIR", "FEEDSTOCK_MAX_JOBS",
+                "FEEDSTOCK_CUDA_ARCH_LIST", "FEEDSTOCK_DEV_TAG", "CONFIG", "HOST_USER_ID")
+
+
+def value_after(argv: list[str], option: str) -> str | None:
+    return argv[argv.index(option) + 1] if option in argv else None
+
+
+def main(argv: list[str]) -> int:
+    args = argv[1:]
+    marker_dir = os.environ.get("FEEDSTOCK_ROOT", "")
+    marker = Path(marker_dir, "build_artifacts",
+                  os.environ.get("DONE_MARKER", f"conda-forge-build-done-{os.environ.get('CONFIG')}"))
+    entry: dict = {"argv": args, "marker_exists": marker.exists(),
+                   "env": {k: os.environ[k] for k in ENV_RECORDED if k in os.environ}}
+    config_file = value_after(args, "-m")
+    if config_file:
+        entry["config_python"] = [line[2:] for line in Path(config_file).read_text().splitlines()
+                                  if line.startswith("- 3.")]
+    with open(os.environ["FAKE_CONDA_LOG"], "a", encoding="utf-8") as handle:
+        handle.write(json.dumps(entry) + "\n")
+    command = args[0] if args else ""
+    if command == "build":
+        if "--output" in args:
+            print(Path(value_after(args, "--output-folder"), "linux-64", "libtorch-2.13.0-h0_0.conda"))
+            return 0
+        print("fake conda-build: compiling ...", flush=True)
+        if os.environ.get("FAKE_CONDA_BUILD_FAIL") == "1":
+            print("fake conda-build: error: compilation failed", flush=True)
+            return 1
+        out = Path(value_after(args, "--output-folder")) / "linux-64"
+        out.mkdir(parents=True, exist_ok=True)
+        for name in ("libtorch-2.13.0-h0_0.conda", "pytorch-2.13.0-py312h0_0.conda"):
+            (out / name).write_bytes(b"fake package")
+        return 0
+    if command == "index":
+        if "--help" in args:
+            return 0
+        root = Path(args[1])
+        for subdir in root.iterdir():
+            if subdir.is_dir() and any(subdir.glob("*.conda")):
+                (subdir / "repodata.json").write_text(json.dumps(
+                    {"packages.conda": {p.name: {} for p in subdir.glob("*.conda")}}))
+        return 0
+    if command in ("debug", "install"):
+        return 0
+    print(f"fake conda: unsupported command {args}", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

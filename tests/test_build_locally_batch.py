@@ -1,0 +1,325 @@
+"""build-locally.py batches against the fake container engine: real processes, files, signals."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import zipfile
+
+import pytest
+import yaml
+
+from build_locally_support import CPU_IMAGE, CUDA_IMAGE, TOKENS, make_feedstock, option_values
+
+CUDA129 = "linux_64_blas_implmklcuda_compiler_version12.9"
+CUDA130 = "linux_64_blas_implmklcuda_compiler_version13.0"
+CPU_MKL = "linux_64_blas_implmklcuda_compiler_versionNone"
+CPU_GENERIC = "linux_64_blas_implgenericcuda_compiler_versionNone"
+OSX = "osx_arm64_python3.12.____cpython"
+LINUX = sorted([CPU_GENERIC, CUDA129, CUDA130, CPU_MKL])
+
+
+@pytest.fixture
+def fs(tmp_path):
+    return make_feedstock(tmp_path)
+
+
+def plan(**actions: str) -> str:
+    return json.dumps(actions)
+
+
+def summary_rows(stdout: str) -> dict[str, list[str]]:
+    """config -> [result, duration, packages] from the summary table."""
+    lines = stdout[stdout.index("\nsummary: "):].splitlines()
+    rows = {}
+    for line in lines[3:]:
+        parts = line.split()
+        if parts and parts[0] in LINUX + [OSX]:
+            result = " ".join(parts[1:-2])
+            rows[parts[0]] = [result, parts[-2], parts[-1]]
+    return rows
+
+
+def test_batch_keeps_going_logs_and_summarises(fs):
+    env = fs.env(FAKE_DOCKER_PLAN=plan(**{CUDA129: "fail"}))
+    proc = fs.run("--all", "--min-free-gb", "0", env=env)
+    assert proc.returncode == 1, proc.stderr
+    rows = summary_rows(proc.stdout)
+    assert rows[CUDA129][0] == "failed (exit 7)"
+    for name in (CPU_GENERIC, CUDA130, CPU_MKL):
+        assert rows[name][0] == "ok" and rows[name][2] == "2"
+        assert fs.marker(name).exists()
+    assert rows[OSX][0].startswith("skipped (needs macOS")
+    assert not fs.marker(CUDA129).exists()
+    assert [run["config"] for run in fs.runs()] == LINUX
+    # one log per config with that config's own output, also shown on the terminal
+    failed_log = (fs.artifacts / f"{CUDA129}-log.txt").read_text()
+    assert "compiler exploded" in failed_log and "failed (exit 7)" in failed_log
+    assert f"[2/5 {CUDA129}] step: build recipe" in failed_log
+    ok_log = (fs.artifacts / f"{CPU_MKL}-log.txt").read_text()
+    assert f"running {CPU_MKL} in {CPU_IMAGE}" in ok_log and "compiler exploded" not in ok_log
+    assert "compiler exploded" in proc.stdout
+    assert f"log of failed {CUDA129}: {fs.artifacts / (CUDA129 + '-log.txt')}" in proc.stdout
+    # progress: which config, which step, elapsed time
+    assert f"[3/5 {CUDA130}] step: index build_artifacts (0:00:0" in proc.stdout
+
+
+def test_markers_skip_finished_configs_and_force_rebuilds(fs):
+    fs.artifacts.mkdir()
+    fs.marker(CPU_MKL).write_text("")
+    proc = fs.run("--all", "--filter", "None", "--min-free-gb", "0")
+    assert proc.returncode == 0, proc.stderr
+    assert [run["config"] for run in fs.runs()] == [CPU_GENERIC]
+    assert summary_rows(proc.stdout)[CPU_MKL][0] == "skipped (done)"
+    assert "--force rebuilds" in proc.stdout
+
+    fs.log.unlink()
+    proc = fs.run("--all", "--filter", "None", "--min-free-gb", "0")
+    assert proc.returncode == 0 and fs.runs() == []   # both done: nothing to run, no preflight
+    assert "2 skipped" in proc.stdout
+
+    proc = fs.run(CPU_MKL, "--force", "--min-free-gb", "0")
+    assert proc.returncode == 0, proc.stderr
+    assert [run["config"] for run in fs.runs()] == [CPU_MKL]
+
+
+def test_no_keep_going_stops_after_first_failure(fs):
+    env = fs.env(FAKE_DOCKER_PLAN=plan(**{CPU_GENERIC: "fail"}))
+    proc = fs.run("--all", "--filter", "linux", "--no-keep-going", "--min-free-gb", "0", env=env)
+    assert proc.returncode == 1
+    rows = summary_rows(proc.stdout)
+    assert rows[CPU_GENERIC][0] == "failed (exit 7)"
+    assert all(rows[name][0] == "not started" for name in (CUDA129, CUDA130, CPU_MKL))
+    assert len(fs.runs()) == 1
+
+
+def test_exit_zero_without_marker_is_a_failure(fs):
+    env = fs.env(FAKE_DOCKER_PLAN=plan(**{"*": "nomarker"}))
+    proc = fs.run(CPU_MKL, "--min-free-gb", "0", env=env)
+    assert proc.returncode == 1
+    assert "failed (build ended without writing its done-marker)" in proc.stdout
+
+
+def test_prune_only_between_configs_and_only_when_asked(fs):
+    fs.artifacts.mkdir()
+    fs.marker(CUDA130).write_text("")   # a skipped config does not cause a prune
+    proc = fs.run("--all", "--filter", "linux", "--prune", "--min-free-gb", "0")
+    assert proc.returncode == 0, proc.stderr
+    sequence = [call["argv"][0] if call["argv"][0] != "system" else "prune" for call in fs.calls()
+                if call["argv"][0] in ("run", "system")]
+    assert sequence == ["run", "prune", "run", "prune", "run"]
+    prune = next(call["argv"] for call in fs.calls() if call["argv"][0] == "system")
+    assert prune[:3] == ["system", "prune", "--force"]
+
+    fs.log.unlink()
+    proc = fs.run("--all", "--filter", "linux", "--force", "--min-free-gb", "0")
+    assert proc.returncode == 0
+    assert not any(call["argv"][0] == "system" for call in fs.calls())
+
+
+def test_zip_logs(fs):
+    env = fs.env(FAKE_DOCKER_PLAN=plan(**{CUDA129: "fail"}))
+    proc = fs.run("--all", "--filter", "mkl", "--zip-logs", "--min-free-gb", "0", env=env)
+    assert proc.returncode == 1
+    archives = list(fs.artifacts.glob("build-logs-*.zip"))
+    assert len(archives) == 1 and f"logs zipped: {archives[0]}" in proc.stdout
+    with zipfile.ZipFile(archives[0]) as archive:
+        names = sorted(archive.namelist())
+        assert names == sorted([f"{CUDA129}-log.txt", f"{CUDA130}-log.txt", f"{CPU_MKL}-log.txt",
+                                "summary.txt"])
+        assert "compiler exploded" in archive.read(f"{CUDA129}-log.txt").decode()
+        assert "failed (exit 7)" in archive.read("summary.txt").decode()
+    assert not list(fs.artifacts.glob(".build-logs-*"))  # no temp file left
+
+
+def test_previous_log_is_kept(fs):
+    env = fs.env(FAKE_DOCKER_PLAN=plan(**{"*": "fail"}))
+    fs.run(CPU_MKL, "--min-free-gb", "0", env=env)
+    proc = fs.run(CPU_MKL, "--min-free-gb", "0")
+    assert proc.returncode == 0
+    assert "compiler exploded" in (fs.artifacts / f"{CPU_MKL}-log.previous.txt").read_text()
+    assert "compiler exploded" not in (fs.artifacts / f"{CPU_MKL}-log.txt").read_text()
+
+
+def test_container_environment_tokens_and_user(fs):
+    env = fs.env(**TOKENS, CPU_COUNT="1", CI="azure", FAKE_DOCKER_RECORD_ENV=",".join(TOKENS),
+                 CONDA_FORGE_DOCKER_RUN_ARGS="--shm-size 2g -e EXTRA_FROM_ARGS=1")
+    proc = fs.run(CUDA129, "--min-free-gb", "0", env=env)
+    assert proc.returncode == 0, proc.stderr
+    (run,) = fs.runs()
+    inside = run["container_env"]
+    assert inside["CONFIG"] == CUDA129
+    assert inside["HOST_USER_ID"] == str(os.getuid())
+    assert inside["CPU_COUNT"] == "1" and inside["CI"] == "azure"
+    assert inside["UPLOAD_PACKAGES"] == "False"
+    assert inside["CONFIG_FILE"] == f"/home/conda/feedstock_root/.ci_support/{CUDA129}.yaml"
+    assert inside["EXTRA_FROM_ARGS"] == "1" and "--shm-size" in run["argv"]
+    assert run["image"] == CUDA_IMAGE
+    assert run["command"] == ["bash", "/home/conda/feedstock_root/scripts/build_steps.sh"]
+    assert "--privileged" not in run["argv"] and "--gpus" not in run["argv"]
+    assert not any(name in inside for name in TOKENS)
+    text = json.dumps(fs.calls())
+    assert not any(secret in text for secret in TOKENS.values())   # not in argv, not in env
+    assert run["client_env"] == {}       # not even the engine client process sees them
+    assert "FEEDSTOCK_DEV_TAG" not in inside
+
+
+def test_upload_passes_tokens_by_name_only(fs):
+    env = fs.env(**TOKENS)
+    proc = fs.run(CPU_MKL, "--upload", "--min-free-gb", "0", env=env)
+    assert proc.returncode == 0, proc.stderr
+    (run,) = fs.runs()
+    assert run["container_env"]["BINSTAR_TOKEN"] == TOKENS["BINSTAR_TOKEN"]
+    assert run["container_env"]["ANACONDA_API_TOKEN"] == TOKENS["ANACONDA_API_TOKEN"]
+    assert run["container_env"]["UPLOAD_PACKAGES"] == "True"
+    assert "FEEDSTOCK_TOKEN" not in run["container_env"] and "GITHUB_TOKEN" not in run["container_env"]
+    assert not any(secret in " ".join(run["argv"]) for secret in TOKENS.values())
+    assert not any(secret in proc.stdout for secret in TOKENS.values())
+
+
+def test_successful_container_removed_failed_one_kept(fs):
+    env = fs.env(FAKE_DOCKER_PLAN=plan(**{CUDA129: "fail"}))
+    proc = fs.run(CPU_MKL, CUDA129, "--min-free-gb", "0", env=env)
+    assert proc.returncode == 1
+    names = {run["config"]: option_values(run["argv"], "--name")[0] for run in fs.runs()}
+    removed = [call["argv"][-1] for call in fs.calls() if call["argv"][0] == "rm"]
+    assert removed == [names[CPU_MKL]]
+    kept = names[CUDA129]
+    assert f"container kept for inspection: {kept}" in proc.stdout
+    assert f"enter it:  docker commit {kept} {kept}-debug && docker run -it --rm" in proc.stdout
+    assert f"remove it: docker rm {kept}" in proc.stdout
+    # the kept container survives --prune: it carries the label the prune filter excludes
+    run = next(r for r in fs.runs() if r["config"] == CUDA129)
+    assert f"org.pytorch-feedstock.build-locally={CUDA129}" in option_values(run["argv"], "--label")
+
+
+@pytest.mark.parametrize("how", ["env", "flag"])
+def test_podman(fs, how):
+    if how == "env":
+        proc = fs.run(CUDA129, "--gpu-tests", "--min-free-gb", "0",
+                      env=fs.env(DOCKER_EXECUTABLE="podman"))
+    else:
+        proc = fs.run(CUDA129, "--gpu-tests", "--engine", "podman", "--min-free-gb", "0",
+                      env=fs.env(DOCKER_EXECUTABLE="docker"))
+    assert proc.returncode == 0, proc.stderr
+    assert {call["exe"] for call in fs.calls()} == {"podman"}
+    (run,) = fs.runs()
+    assert option_values(run["argv"], "--device") == ["nvidia.com/gpu=all"]
+    assert all(v.endswith(":rw,z") for v in option_values(run["argv"], "-v"))
+
+
+def test_mounts_ccache_and_gpus(fs, tmp_path):
+    cache = tmp_path / "ccache-dir"
+    proc = fs.run(CUDA129, CPU_MKL, "--gpu-tests", "--ccache", str(cache), "--jobs", "3",
+                  "--min-free-gb", "0")
+    assert proc.returncode == 0, proc.stderr
+    cuda_run, cpu_run = sorted(fs.runs(), key=lambda r: r["config"] != CUDA129)
+    assert option_values(cuda_run["argv"], "-v") == [
+        f"{fs.root}:/home/conda/feedstock_root:rw,z",
+        f"{fs.root / 'recipe'}:/home/conda/recipe_root:rw,z",
+        f"{cache}:/home/conda/ccache:rw,z"]
+    assert cache.is_dir()
+    assert option_values(cuda_run["argv"], "--gpus") == ["all"]
+    assert "--gpus" not in cpu_run["argv"]                 # CPU config: no GPU asked for
+    for run in (cuda_run, cpu_run):
+        assert run["container_env"]["CCACHE_DIR"] == "/home/conda/ccache"
+        assert run["container_env"]["FEEDSTOCK_MAX_JOBS"] == "3"
+        assert "FEEDSTOCK_DEV_TAG" not in run["container_env"]   # speed-only flags: release build
+
+
+def test_rocm_gpu_devices(tmp_path):
+    fs = make_feedstock(tmp_path, configs={"linux_64_rocm6.4": dict(rocm="6.4", blas="generic")})
+    proc = fs.run("linux_64_rocm6.4", "--gpu-tests", "--rocm-arch", "gfx90a", "--min-free-gb", "0")
+    assert proc.returncode == 0, proc.stderr
+    (run,) = fs.runs()
+    assert option_values(run["argv"], "--device") == ["/dev/kfd", "/dev/dri"]
+    assert run["container_env"]["FEEDSTOCK_ROCM_ARCH"] == "gfx90a"
+    assert run["container_env"]["FEEDSTOCK_DEV_TAG"] == "gfx90a"
+
+
+def test_python_subset_is_a_dev_build_with_derived_config(fs):
+    original = (fs.root / ".ci_support" / f"{CUDA129}.yaml").read_text()
+    proc = fs.run(CUDA129, "--python", "3.12,3.13", "--cuda-arch", "9.0;10.0+PTX",
+                  "--min-free-gb", "0")
+    assert proc.returncode == 0, proc.stderr
+    (run,) = fs.runs()
+    inside = run["container_env"]
+    tag = "py312py313sm9010.0ptx".replace(".", "")
+    assert inside["FEEDSTOCK_DEV_TAG"] == tag
+    assert inside["FEEDSTOCK_CUDA_ARCH_LIST"] == "9.0;10.0+PTX"
+    derived = fs.artifacts / "localbuild" / f"{CUDA129}-dev{tag}.yaml"
+    assert inside["CONFIG_FILE"] == f"/home/conda/feedstock_root/build_artifacts/localbuild/{derived.name}"
+    data = yaml.safe_load(derived.read_text())
+    assert data["python"] == ["3.12.* *_cpython", "3.13.* *_cpython"]
+    assert data["is_python_min"] == ["false", "false"]
+    assert (fs.root / ".ci_support" / f"{CUDA129}.yaml").read_text() == original
+    # the dev build has its own marker and log, so a release batch still builds the config
+    assert (fs.artifacts / f"conda-forge-build-done-{CUDA129}-dev{tag}").exists()
+    assert not fs.marker(CUDA129).exists()
+    assert (fs.artifacts / f"{CUDA129}-dev{tag}-log.txt").exists()
+    fs.log.unlink()
+    proc = fs.run(CUDA129, "--min-free-gb", "0")
+    assert proc.returncode == 0 and [r["config"] for r in fs.runs()] == [CUDA129]
+
+
+def test_debug_and_output_id(fs):
+    proc = fs.run(CPU_MKL, "--debug", "--output-id", "pytorch-*-py312*", "--min-free-gb", "0")
+    assert proc.returncode == 0, proc.stderr
+    (run,) = fs.runs()
+    assert run["container_env"]["BUILD_WITH_CONDA_DEBUG"] == "1"
+    assert run["container_env"]["BUILD_OUTPUT_ID"] == "pytorch-*-py312*"
+    assert "-i" in run["argv"]            # stdin is not a terminal here, so no -t
+
+
+def test_sigint_during_batch(fs, tmp_path):
+    """Ctrl-C (SIGINT to the process group, as a terminal sends it) while the first config
+    builds: no marker for it, the rest not started, summary printed, exit 130."""
+    ready = tmp_path / "ready"
+    env = fs.env(FAKE_DOCKER_PLAN=plan(**{CPU_GENERIC: "sleep"}), FAKE_DOCKER_READY=str(ready))
+    proc = subprocess.Popen([sys.executable, "-S", str(fs.root / "build-locally.py"), "--all",
+                             "--filter", "None", "--min-free-gb", "0"],
+                            cwd=fs.root, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 30
+    while not ready.exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    assert ready.exists(), proc.communicate()
+    fake_pid = int(ready.read_text())
+    started = time.monotonic()
+    os.killpg(proc.pid, signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert time.monotonic() - started < 20
+    assert proc.returncode == 130, stderr
+    rows = summary_rows(stdout)
+    assert rows[CPU_GENERIC][0] == "interrupted (Ctrl-C)"
+    assert rows[CPU_MKL][0] == "not started"
+    assert not fs.marker(CPU_GENERIC).exists() and not fs.marker(CPU_MKL).exists()
+    assert "no done-marker written" in (fs.artifacts / f"{CPU_GENERIC}-log.txt").read_text()
+    assert len(fs.runs()) == 1
+    assert any(call["argv"][:2] == ["rm", "-f"] for call in fs.calls())   # container removed
+    with pytest.raises(ProcessLookupError):
+        os.kill(fake_pid, 0)       # the engine client is gone too
+
+
+def test_sigterm_to_build_locally_alone_stops_the_build(fs, tmp_path):
+    """A scheduler's SIGTERM reaches only build-locally (the build runs in its own session)."""
+    ready = tmp_path / "ready"
+    env = fs.env(FAKE_DOCKER_PLAN=plan(**{"*": "sleep"}), FAKE_DOCKER_READY=str(ready))
+    proc = subprocess.Popen([sys.executable, "-S", str(fs.root / "build-locally.py"), CPU_MKL,
+                             "--min-free-gb", "0"], cwd=fs.root, env=env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while not ready.exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    assert ready.exists(), proc.communicate()
+    fake_pid = int(ready.read_text())
+    proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert summary_rows(stdout)[CPU_MKL][0] == "interrupted (Ctrl-C)"
+    assert not fs.marker(CPU_MKL).exists()
+    with pytest.raises(ProcessLookupError):
+        os.kill(fake_pid, 0)

@@ -1,0 +1,143 @@
+"""scripts/build_steps.sh (the in-container build) and `build-locally.py --native`, with a
+fake `conda` on PATH: real bash, real files, the marker written only after every step."""
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+import yaml
+
+from build_locally_support import install_fake_conda, make_feedstock, read_jsonl
+from localbuild.configs import host_platform
+
+CPU_MKL = "linux_64_blas_implmklcuda_compiler_versionNone"
+
+
+@pytest.fixture
+def fs(tmp_path):
+    fs = make_feedstock(tmp_path, configs={CPU_MKL: dict(channels="conda-forge/label/rc,conda-forge")})
+    install_fake_conda(fs.bin_dir)
+    return fs
+
+
+def run_steps(fs, **extra: str) -> subprocess.CompletedProcess:
+    """build_steps.sh as the container runs it (FEEDSTOCK_ROOT pointing at the tree)."""
+    env = fs.env(FEEDSTOCK_ROOT=str(fs.root), RECIPE_ROOT=str(fs.root / "recipe"), CONFIG=CPU_MKL,
+                 CHANNEL_SOURCES="conda-forge/label/rc,conda-forge",
+                 FAKE_CONDA_LOG=str(fs.root.parent / "conda-calls.jsonl"), **extra)
+    env.pop("CONDA_BLD_PATH", None)
+    return subprocess.run(["bash", str(fs.root / "scripts" / "build_steps.sh")], env=env,
+                          capture_output=True, text=True, timeout=60)
+
+
+def conda_calls(fs) -> list[dict]:
+    return read_jsonl(fs.root.parent / "conda-calls.jsonl")
+
+
+def test_build_steps_in_container_order_and_marker_last(fs):
+    proc = run_steps(fs)
+    assert proc.returncode == 0, proc.stderr
+    calls = conda_calls(fs)
+    commands = [c["argv"][0] + (" --help" if "--help" in c["argv"] else "") for c in calls]
+    assert commands == ["install", "build", "index --help", "index"]
+    install, build, _, index = calls
+    channels = ["--override-channels", "--channel", "conda-forge/label/rc", "--channel", "conda-forge"]
+    assert install["argv"][-len(channels) - 2:-2] == channels
+    assert install["argv"][-2:] == ["conda-build", "conda-index"]
+    artifacts = str(fs.artifacts)
+    assert build["argv"][:4] == ["build", str(fs.root / "recipe"), "-m",
+                                 str(fs.root / ".ci_support" / f"{CPU_MKL}.yaml")]
+    assert build["argv"][build["argv"].index("--croot") + 1] == artifacts
+    assert build["argv"][build["argv"].index("--output-folder") + 1] == artifacts
+    assert build["env"]["CONDA_PKGS_DIRS"] == f"{artifacts}/pkg_cache"   # cache on the host
+    assert index["argv"] == ["index", artifacts]
+    assert not any(c["marker_exists"] for c in calls)                    # marker comes last
+    assert fs.marker(CPU_MKL).exists()
+    assert (fs.artifacts / "linux-64" / "repodata.json").exists()
+    steps = [line for line in proc.stdout.splitlines() if line.startswith("::build-locally-step::")]
+    assert [s.split(":: ")[1] for s in steps] == ["configure conda", "install conda-build",
+                                                  "build recipe", "index build_artifacts", "done"]
+
+
+def test_build_steps_failure_leaves_no_marker(fs):
+    fs.artifacts.mkdir()
+    fs.marker(CPU_MKL).write_text("")      # stale marker of an earlier build
+    proc = run_steps(fs, FAKE_CONDA_BUILD_FAIL="1")
+    assert proc.returncode == 1
+    assert not fs.marker(CPU_MKL).exists()
+    assert [c["argv"][0] for c in conda_calls(fs)] == ["install", "build"]   # no index
+
+
+def test_build_steps_missing_config_file(fs):
+    proc = run_steps(fs, CONFIG_FILE=str(fs.root / "nope.yaml"))
+    assert proc.returncode == 2
+    assert "config file" in proc.stderr and "not found" in proc.stderr
+    assert conda_calls(fs) == []
+
+
+def test_build_steps_upload_needs_token(fs):
+    proc = run_steps(fs, UPLOAD_PACKAGES="True")
+    assert proc.returncode == 3
+    assert "no BINSTAR_TOKEN" in proc.stderr
+    assert not fs.marker(CPU_MKL).exists()
+
+
+def native_env(fs, **extra):
+    return fs.env(FAKE_CONDA_LOG=str(fs.root.parent / "conda-calls.jsonl"), **extra)
+
+
+def test_native_build_end_to_end(fs, tmp_path):
+    if host_platform() != "linux-64":
+        pytest.skip(f"the test config is linux-64; this host is {host_platform()}")
+    cache = tmp_path / "cc"
+    proc = fs.run(CPU_MKL, "--native", "--python", "3.12", "--jobs", "2", "--ccache", str(cache),
+                  "--min-free-gb", "0", env=native_env(fs))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert fs.runs() == []                                  # no container engine involved
+    calls = conda_calls(fs)
+    assert [c["argv"][0] for c in calls] == ["build", "index", "index"]   # nothing installed
+    build = calls[0]
+    assert build["config_python"] == ["3.12.* *_cpython"]   # the derived config was used
+    assert build["env"]["FEEDSTOCK_MAX_JOBS"] == "2"
+    assert build["env"]["CCACHE_DIR"] == str(cache)
+    assert build["env"]["FEEDSTOCK_DEV_TAG"] == "py312"
+    assert "CONDA_PKGS_DIRS" not in build["env"]           # the host's conda settings stay
+    assert (fs.artifacts / f"conda-forge-build-done-{CPU_MKL}-devpy312").exists()
+    assert "2 package(s)" in proc.stdout
+    assert "linux-64/pytorch-2.13.0-py312h0_0.conda" in proc.stdout
+    derived = yaml.safe_load((fs.artifacts / "localbuild" / f"{CPU_MKL}-devpy312.yaml").read_text())
+    assert derived["python"] == ["3.12.* *_cpython"]
+
+
+def test_native_failure_is_reported(fs):
+    if host_platform() != "linux-64":
+        pytest.skip(f"the test config is linux-64; this host is {host_platform()}")
+    proc = fs.run(CPU_MKL, "--native", "--min-free-gb", "0",
+                  env=native_env(fs, FAKE_CONDA_BUILD_FAIL="1"))
+    assert proc.returncode == 1
+    assert "failed (exit 1)" in proc.stdout
+    assert "compilation failed" in (fs.artifacts / f"{CPU_MKL}-log.txt").read_text()
+    assert not fs.marker(CPU_MKL).exists()
+
+
+def test_native_debug_runs_conda_debug(fs):
+    if host_platform() != "linux-64":
+        pytest.skip(f"the test config is linux-64; this host is {host_platform()}")
+    proc = fs.run(CPU_MKL, "--native", "--debug", "--output-id", "libtorch-*", "--min-free-gb", "0",
+                  env=native_env(fs))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (call,) = conda_calls(fs)
+    assert call["argv"][0] == "debug" and call["argv"][-2:] == ["--output-id", "libtorch-*"]
+    assert not fs.marker(CPU_MKL).exists()                 # a debug session is not a build
+
+
+def test_native_skips_configs_of_other_platforms(tmp_path):
+    fs = make_feedstock(tmp_path, configs={"linux_ppc64le_x": dict(platform="linux-ppc64le"),
+                                           CPU_MKL: {}})
+    install_fake_conda(fs.bin_dir)
+    proc = fs.run("--all", "--native", "--dry-run")
+    assert proc.returncode == 0, proc.stderr
+    assert f"skipped:      needs a linux-ppc64le host" in proc.stdout
+    if os.uname().machine != "ppc64le":
+        assert proc.stdout.count("backend:      native") == (1 if host_platform() == "linux-64" else 0)
