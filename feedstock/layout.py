@@ -62,9 +62,14 @@ class Feedstock:
     def platforms(self) -> list[Platform]:
         """Target platforms in conda-smithy's sense: defaults plus every one given a provider."""
         providers = self.forge_config.get("provider") or {}
-        names = [name for name in DEFAULT_PLATFORMS if providers.get(name, "default") is not None]
+
+        def enabled(value: object) -> bool:
+            # null, "None" and "" all switch a platform off
+            return bool(value) and str(value).strip().lower() not in ("none", "null")
+
+        names = [name for name in DEFAULT_PLATFORMS if enabled(providers.get(name, "default"))]
         for name, provider in providers.items():
-            if provider and "_" in name and name not in names:
+            if enabled(provider) and "_" in name and name not in names:
                 names.append(name)
         return [Platform.from_name(name) for name in names]
 
