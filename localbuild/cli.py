@@ -9,8 +9,6 @@ import time
 from pathlib import Path
 
 from . import engine as engines
-from . import preflight
-from .batch import BatchOptions, run_batch, will_run
 from .configs import CiConfig, config_names, load_config
 from .console import Console
 from .errors import EXIT_USAGE, LocalBuildError
@@ -169,6 +167,9 @@ def _main(root: Path, args: argparse.Namespace) -> int:
 
         print_plans(plans, options, args.force, args.min_free_gb, print)
         return 0
+    from . import preflight
+    from .batch import BatchOptions, run_batch, will_run
+
     runnable = [plan for plan in plans if will_run(plan, args.force)]
     preflight.run_all(runnable, options.engine, options.artifacts, options.cpu_count,
                       args.min_free_gb)

@@ -75,6 +75,9 @@ def print_plans(plans: list[BuildPlan], options: Options, force: bool, min_free_
             renderer = load_renderer()
         for line in describe_outputs(options.feedstock_root, plan.name, renderer):
             write(line)
+        if plan.derived_config or plan.dev_tag:
+            write("  (rendered from the unmodified config: the dev build makes only the selected "
+                  f"Pythons, with dev{plan.dev_tag}_ in its build strings)")
         write(f"marker:       {plan.marker}")
         write(f"log:          {plan.log}")
         need = min_free_gb if min_free_gb is not None else plan.config.disk_estimate_gb
