@@ -40,9 +40,13 @@ def configure_args():
         f"-D{k}={v}" for k, v in sorted(defines.items())]
 
 
-def build_deps():
+def configure():
     if not CACHE.exists():
         subprocess.check_call(["cmake"] + configure_args())
+
+
+def build_deps():
+    configure()
     jobs = os.environ.get("MAX_JOBS", str(os.cpu_count() or 1))
     subprocess.check_call(["cmake", "--build", str(BUILD_DIR), "--target", "install", "-j", jobs])
 
@@ -63,6 +67,10 @@ class CopyCMakeExtension(build_ext):
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(built, target)
 
+
+if "--cmake-only" in sys.argv:  # as in PyTorch: configure (if needed) and stop
+    configure()
+    sys.exit(0)
 
 setup(
     name="megatorch",
