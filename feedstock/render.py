@@ -43,6 +43,7 @@ class RenderedOutput:
     requirements: dict[str, list[str]]
     run_exports: Any
     tests: dict[str, Any]
+    track_features: list[str] = field(default_factory=list)
     config: str = ""
     target_platform: str = ""
     variant: dict[str, str] = field(default_factory=dict)   # the used keys and their values
@@ -215,6 +216,7 @@ def render_job(feedstock: Feedstock, job_name: str, job: dict[str, Any]) -> list
                               if requirements.get(s)},
                 run_exports=build.get("run_exports") or [],
                 tests=output.get("test") or {},
+                track_features=[str(f) for f in (build.get("track_features") or [])],
                 config=job_name,
                 target_platform=platform.subdir,
                 variant={k: str(variant_[k]) for k in sorted(used) if k in variant_},
@@ -232,6 +234,8 @@ def format_outputs(outputs: list[RenderedOutput]) -> str:
             lines += [f"    - {r}" for r in reqs]
         if out.run_exports:
             lines.append(f"  run_exports: {json.dumps(out.run_exports)}")
+        if out.track_features:
+            lines.append(f"  track_features: {', '.join(out.track_features)}")
         if out.tests:
             parts = [f"{k} ({len(v) if isinstance(v, list) else 1})" for k, v in out.tests.items()]
             lines.append(f"  tests: {', '.join(parts)}")
