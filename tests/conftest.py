@@ -103,3 +103,31 @@ def torch_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
         pytest.skip(f"PyTorch {TORCH_WHEEL_VERSION} CPU wheel for cp311 not available offline: "
                     f"{(proc.stderr or proc.stdout).strip().splitlines()[-1:] or 'no wheel'}")
     return wheels[0]
+
+
+# --- maintainer tooling (python -m feedstock): temp copies of the real feedstock ---------------
+
+FEEDSTOCK_INPUTS = ("recipe", "pinning.yaml", "conda-forge.yml", ".ci_support")
+
+
+@pytest.fixture
+def feedstock_copy(tmp_path: Path) -> Path:
+    """A copy of the real recipe, pinning, conda-forge.yml and .ci_support/ to break on purpose."""
+    dest = tmp_path / "feedstock"
+    dest.mkdir()
+    for name in FEEDSTOCK_INPUTS:
+        src = REPO_ROOT / name
+        if src.is_dir():
+            shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
+        elif src.is_file():
+            shutil.copy2(src, dest / name)
+    return dest
+
+
+def run_feedstock_cli(*args: str, root: Path = REPO_ROOT, env: dict | None = None) -> subprocess.CompletedProcess:
+    """``python -m feedstock --feedstock-root ROOT ARGS`` as a user runs it (real process)."""
+    return subprocess.run(
+        [sys.executable, "-m", "feedstock", "--feedstock-root", str(root), *args],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
+        env={**os.environ, **(env or {})},
+    )
