@@ -63,8 +63,8 @@ def run_batch(plans: list[BuildPlan], options: Options, batch: BatchOptions, con
         except BuildInterrupted as exc:
             outcome = exc.outcome
             stop_reason = "interrupted"
-        except KeyboardInterrupt:  # during the prune between two configs
-            outcome = Outcome("interrupted", "Ctrl-C before start")
+        except KeyboardInterrupt:  # during the prune, or while cleaning up after the build
+            outcome = Outcome("interrupted", "Ctrl-C")
             stop_reason = "interrupted"
         rows.append(_row(plan, outcome))
         if outcome.status == "failed" and not batch.keep_going:

@@ -78,6 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
     backend.add_argument("--native", action="store_true",
                          help="build on this host with its conda-build (or rattler-build if the "
                               "recipe has recipe.yaml) instead of a container")
+    backend.add_argument("--emulate", action="store_true",
+                         help="also build Linux configs whose image is for another CPU "
+                              "architecture (needs qemu binfmt / Rosetta; very slow)")
     backend.add_argument("--gpu-tests", action="store_true",
                          help="give GPU configs the host GPU for their tests (docker --gpus all; "
                               "ROCm: /dev/kfd, /dev/dri)")
@@ -154,7 +157,7 @@ def _main(root: Path, args: argparse.Namespace) -> int:
         native=args.native, overrides=overrides, debug=args.debug, output_id=args.output_id,
         upload=args.upload, gpu_tests=args.gpu_tests, cpu_count=default_cpu_count(environ),
         ci=environ.get("CI", ""), extra_run_args=tuple(engines.extra_run_arguments(environ)),
-        stdin_is_tty=interactive, stamp=time.strftime("%Y%m%d-%H%M%S"))
+        stdin_is_tty=interactive, emulate=args.emulate, stamp=time.strftime("%Y%m%d-%H%M%S"))
     if args.upload and not any(environ.get(k) for k in ("BINSTAR_TOKEN", "ANACONDA_API_TOKEN")):
         raise LocalBuildError("--upload needs BINSTAR_TOKEN or ANACONDA_API_TOKEN in the "
                               "environment", EXIT_USAGE)
@@ -171,8 +174,7 @@ def _main(root: Path, args: argparse.Namespace) -> int:
     from .batch import BatchOptions, run_batch, will_run
 
     runnable = [plan for plan in plans if will_run(plan, args.force)]
-    preflight.run_all(runnable, options.engine, options.artifacts, options.cpu_count,
-                      args.min_free_gb)
+    preflight.run_all(runnable, options.engine, root, options.cpu_count, args.min_free_gb)
     signal.signal(signal.SIGTERM, _raise_interrupt)  # schedulers stop jobs with SIGTERM
     batch = BatchOptions(force=args.force, keep_going=args.keep_going, prune=args.prune,
                          zip_logs=args.zip_logs)

@@ -66,6 +66,11 @@ class CiConfig:
         return f"{match.group(1)}-{match.group(2)}" if match else "unknown"
 
     @property
+    def build_platform(self) -> str:
+        """Where the build runs: conda-smithy's build_platform for cross-compiled configs."""
+        return self.first("build_platform") or self.platform
+
+    @property
     def docker_image(self) -> str | None:
         return self.first("docker_image")
 

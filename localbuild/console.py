@@ -25,8 +25,12 @@ class Console:
         except (BrokenPipeError, ValueError):
             pass  # terminal gone (e.g. piped into `head`): keep building, keep logging
         if self.log is not None:
-            self.log.write(data)
-            self.log.flush()
+            try:
+                self.log.write(data)
+                self.log.flush()
+            except OSError as exc:  # e.g. disk full: the build goes on, the terminal still shows it
+                self.log = None
+                self.say(f"warning: log writing stopped ({exc.strerror or exc})")
 
     def say(self, message: str) -> None:
         self.raw(f"build-locally: {message}\n".encode("utf-8", "replace"))

@@ -35,6 +35,7 @@ class Options:
     ci: str = ""
     extra_run_args: tuple[str, ...] = ()
     stdin_is_tty: bool = False
+    emulate: bool = False
     stamp: str = "0"
     host: str = field(default_factory=host_platform)
 
@@ -164,12 +165,22 @@ def choose_backend(config: CiConfig, options: Options) -> tuple[str, str | None]
             return "", f"needs a {platform} host: a native build runs on the host (this is {host})"
         return "native", None
     if platform.startswith("linux-"):
+        build = config.build_platform
+        if _arch(build) != _arch(host) and not options.emulate:
+            return "", (f"needs a {build} host: its image runs {build} code (this is {host}); "
+                        "--emulate runs it under emulation (qemu/Rosetta, very slow)")
         return "docker", None
     if platform.startswith("osx-"):
         if host.startswith("osx-"):
             return "native", None
         return "", f"needs macOS: {platform} configs build natively on a Mac with conda-build"
     return "", f"{platform} config: not supported by build-locally"
+
+
+def _arch(platform: str) -> str:
+    """linux-aarch64 / osx-arm64 -> 'arm64-family'; linux-64 / osx-64 -> '64'."""
+    arch = platform.split("-", 1)[-1]
+    return "aarch64" if arch in ("aarch64", "arm64") else arch
 
 
 def native_build_tool(feedstock_root: Path) -> str | None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from . import engine as engines
 from .errors import EXIT_PREFLIGHT, LocalBuildError
-from .plan import BuildPlan, native_build_tool, usable_cores
+from .plan import ARTIFACTS, BuildPlan, native_build_tool, usable_cores
 
 
 def check_cpu_count(cpu_count: str) -> None:
@@ -62,8 +62,8 @@ def check_native_tool(feedstock_root: Path) -> str:
     return tool
 
 
-def run_all(plans: list[BuildPlan], engine: engines.Engine, artifacts: Path, cpu_count: str,
-            min_free_gb: float | None) -> None:
+def run_all(plans: list[BuildPlan], engine: engines.Engine, feedstock_root: Path,
+            cpu_count: str, min_free_gb: float | None) -> None:
     """Every check for the plans that will actually run, in a fixed order."""
     if not plans:
         return
@@ -71,6 +71,6 @@ def run_all(plans: list[BuildPlan], engine: engines.Engine, artifacts: Path, cpu
         engines.require_client(engine)
         engines.require_running(engine)
     if any(plan.backend == "native" for plan in plans):
-        check_native_tool(plans[0].config.path.parent.parent)
+        check_native_tool(feedstock_root)
     check_cpu_count(cpu_count)
-    check_disk(artifacts, plans, min_free_gb)
+    check_disk(feedstock_root / ARTIFACTS, plans, min_free_gb)

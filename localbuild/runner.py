@@ -62,7 +62,7 @@ def write_atomically(path: Path, text: str) -> None:
 def prepare(plan: BuildPlan, options: Options) -> None:
     """Files the build needs; the marker goes first so a stale one never claims success."""
     options.artifacts.mkdir(parents=True, exist_ok=True)
-    if plan.marker.exists():
+    if plan.marker.exists() and not plan.interactive:  # a debug session is not a build
         plan.marker.unlink()
     if plan.derived_config is not None and plan.derived_text is not None:
         write_atomically(plan.derived_config, plan.derived_text)
@@ -80,11 +80,18 @@ def open_log(plan: BuildPlan):
 def run_plan(plan: BuildPlan, options: Options, console: Console, label: str,
              environ: dict[str, str]) -> Outcome:
     """Build one config. Raises BuildInterrupted on Ctrl-C (after stopping the build)."""
-    prepare(plan, options)
+    try:
+        prepare(plan, options)
+        log_file = open_log(plan)
+    except OSError as exc:
+        detail = f"cannot write {exc.filename or options.artifacts}: {exc.strerror or exc}"
+        console.say(f"[{label}] failed: {detail} (files left by an earlier build as another "
+                    "user? fix the owner, e.g. sudo chown -R $USER build_artifacts)")
+        return Outcome("failed", detail)
     before = package_snapshot(options.artifacts)
     started = time.monotonic()
     env = process_environment(plan, environ)
-    with open_log(plan) as log:
+    with log_file as log:
         console.log = log
         try:
             console.say(f"[{label}] start: {plan.backend} build, "
@@ -163,8 +170,10 @@ def _pump(proc: subprocess.Popen, console: Console, label: str, started: float) 
     step = "starting"
     quiet_since = time.monotonic()
     while True:
-        ready, _, _ = select.select([fd], [], [], 5.0)
+        ready, _, _ = select.select([fd], [], [], 1.0)
         if not ready:
+            if proc.poll() is not None:
+                return  # exited; a leftover background process may hold the pipe open
             if time.monotonic() - quiet_since >= HEARTBEAT_SECONDS:
                 console.progress(label, f"still in step '{step}', no output for "
                                  f"{format_duration(time.monotonic() - quiet_since)}", started)

@@ -104,7 +104,7 @@ def menu(candidates: list[str], describe: Callable[[str], str], stdin: TextIO,
     for number, name in enumerate(candidates, 1):
         stdout.write(f"  {number:>3}. {name:<{width}}  {describe(name)}\n")
     for _attempt in range(5):
-        stdout.write(f"Build which? number(s), e.g. 2 or 1,3-4; 'a' for all; Enter to cancel: ")
+        stdout.write("Build which? number(s), e.g. 2 or 1,3-4; 'a' for all; Enter to cancel: ")
         stdout.flush()
         try:
             answer = stdin.readline()

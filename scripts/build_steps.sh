@@ -37,7 +37,6 @@ if [[ ! -f "${CONFIG_FILE}" ]]; then
     exit 2
 fi
 mkdir -p "${ARTIFACTS}"
-rm -f "${ARTIFACTS}/${DONE_MARKER}"
 channel_args=()
 IFS=',' read -r -a channels <<< "${CHANNEL_SOURCES:-conda-forge}"
 for channel in ${channels[@]+"${channels[@]}"}; do
@@ -58,8 +57,12 @@ if [[ "${NATIVE}" != 1 ]]; then
     if command -v mamba >/dev/null 2>&1; then
         installer=mamba
     fi
+    tools=(conda-build conda-index)
+    if [[ "${UPLOAD_PACKAGES:-False}" == True ]]; then
+        tools+=(anaconda-client)
+    fi
     "${installer}" install --name base --yes --quiet --override-channels ${channel_args[@]+"${channel_args[@]}"} \
-        conda-build conda-index
+        "${tools[@]}"
 fi
 
 clobber=()
@@ -82,6 +85,7 @@ if [[ "${BUILD_WITH_CONDA_DEBUG:-0}" == 1 ]]; then
 fi
 
 step "build recipe"
+rm -f "${ARTIFACTS}/${DONE_MARKER}"   # a stale marker must not survive a failed rebuild
 if [[ "${BUILD_TOOL}" == rattler-build ]]; then
     rattler-build build --recipe "${RECIPE_ROOT}/recipe.yaml" --variant-config "${CONFIG_FILE}" \
         --output-dir "${ARTIFACTS}" ${channel_args[@]+"${channel_args[@]/--channel/-c}"} ${extra[@]+"${extra[@]}"}
@@ -95,6 +99,10 @@ if [[ "${UPLOAD_PACKAGES:-False}" == True ]]; then
     token="${ANACONDA_API_TOKEN:-${BINSTAR_TOKEN:-}}"
     if [[ -z "${token}" ]]; then
         echo "build_steps.sh: UPLOAD_PACKAGES=True but no BINSTAR_TOKEN/ANACONDA_API_TOKEN" >&2
+        exit 3
+    fi
+    if ! command -v anaconda >/dev/null 2>&1; then
+        echo "build_steps.sh: uploading needs anaconda-client (conda install anaconda-client)" >&2
         exit 3
     fi
     packages=()

@@ -323,3 +323,28 @@ def test_sigterm_to_build_locally_alone_stops_the_build(fs, tmp_path):
     assert not fs.marker(CPU_MKL).exists()
     with pytest.raises(ProcessLookupError):
         os.kill(fake_pid, 0)
+
+
+def test_background_process_holding_the_output_does_not_hang(fs, tmp_path):
+    pid_file = tmp_path / "daemon.pid"
+    env = fs.env(FAKE_DOCKER_PLAN=plan(**{"*": "daemon"}), FAKE_DOCKER_READY=str(pid_file))
+    started = time.monotonic()
+    try:
+        proc = fs.run(CPU_MKL, "--min-free-gb", "0", env=env, timeout=40)
+    finally:
+        if pid_file.exists():
+            try:
+                os.kill(int(pid_file.read_text()), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    assert proc.returncode == 0, proc.stdout
+    assert time.monotonic() - started < 30          # not the daemon's 60 s
+    assert summary_rows(proc.stdout)[CPU_MKL][0] == "ok"
+
+
+def test_unwritable_build_artifacts_fails_the_config_in_one_line(fs):
+    fs.artifacts.write_text("not a directory")
+    proc = fs.run(CPU_MKL, "--min-free-gb", "0")
+    assert proc.returncode == 1
+    assert "failed: cannot write" in proc.stdout and fs.runs() == []
+    assert "Traceback" not in proc.stderr

@@ -174,7 +174,7 @@ def test_dry_run_shows_the_plan_and_runs_nothing(fs):
     assert f"marker:       {fs.marker(CUDA129)}" in out
     assert f"log:          {fs.artifacts / (CUDA129 + '-log.txt')}" in out
     assert f"python -m feedstock render {CUDA129}" in out   # no renderer in this tree
-    assert f"skipped:      needs macOS" in out
+    assert "skipped:      needs macOS" in out
     assert "--privileged" not in out
     assert fs.calls() == []                  # the engine was not even asked
     assert not fs.artifacts.exists()         # nothing written
@@ -313,3 +313,17 @@ def test_native_without_conda_build(fs, tmp_path):
     assert proc.returncode == 3
     line = one_error_line(proc)
     assert "--native needs conda-build on PATH" in line and "rattler-build" in line
+
+
+def test_other_architecture_needs_emulate(tmp_path):
+    from localbuild.configs import host_platform
+
+    other = "linux-64" if host_platform() != "linux-64" else "linux-aarch64"
+    name = f"{other.replace('-', '_')}_x"
+    fs = make_feedstock(tmp_path, configs={name: dict(platform=other)})
+    proc = fs.run(name, "--dry-run")
+    assert proc.returncode == 2
+    assert f"needs a {other} host" in one_error_line(proc) and "--emulate" in proc.stderr
+    proc = fs.run(name, "--dry-run", "--emulate")
+    assert proc.returncode == 0, proc.stderr
+    assert "command:      docker run " in proc.stdout

@@ -124,12 +124,14 @@ def test_native_failure_is_reported(fs):
 def test_native_debug_runs_conda_debug(fs):
     if host_platform() != "linux-64":
         pytest.skip(f"the test config is linux-64; this host is {host_platform()}")
+    fs.artifacts.mkdir()
+    fs.marker(CPU_MKL).write_text("")      # built before: debugging it runs anyway
     proc = fs.run(CPU_MKL, "--native", "--debug", "--output-id", "libtorch-*", "--min-free-gb", "0",
                   env=native_env(fs))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (call,) = conda_calls(fs)
     assert call["argv"][0] == "debug" and call["argv"][-2:] == ["--output-id", "libtorch-*"]
-    assert not fs.marker(CPU_MKL).exists()                 # a debug session is not a build
+    assert fs.marker(CPU_MKL).exists()                     # a debug session leaves it alone
 
 
 def test_native_skips_configs_of_other_platforms(tmp_path):
@@ -138,6 +140,6 @@ def test_native_skips_configs_of_other_platforms(tmp_path):
     install_fake_conda(fs.bin_dir)
     proc = fs.run("--all", "--native", "--dry-run")
     assert proc.returncode == 0, proc.stderr
-    assert f"skipped:      needs a linux-ppc64le host" in proc.stdout
+    assert "skipped:      needs a linux-ppc64le host" in proc.stdout
     if os.uname().machine != "ppc64le":
         assert proc.stdout.count("backend:      native") == (1 if host_platform() == "linux-64" else 0)

@@ -13,6 +13,8 @@ Behaviour is chosen by environment variables:
       fail      print an error, exit $FAKE_DOCKER_FAIL_CODE (default 7), no marker
       nomarker  exit 0 without writing the marker
       sleep     write $FAKE_DOCKER_READY, then sleep (for Ctrl-C tests); SIGTERM exits 143
+      daemon    like succeed, but leaves a background process (pid in $FAKE_DOCKER_READY)
+                holding stdout open, as a compiler server started by a build can
   FAKE_DOCKER_RECORD_ENV=A,B   client environment variables to record (values)
 """
 from __future__ import annotations
@@ -93,6 +95,12 @@ def do_run(parsed: dict, env: dict[str, str]) -> int:
             Path(ready).write_text(str(os.getpid()))
         time.sleep(120)
         return 0
+    if action == "daemon":
+        import subprocess
+
+        child = subprocess.Popen(["sleep", "60"], start_new_session=True)
+        Path(os.environ["FAKE_DOCKER_READY"]).write_text(str(child.pid))
+        action = "succeed"
     if action in ("succeed", "nomarker"):
         assert root is not None, "no feedstock mount"
         artifacts = root / "build_artifacts"
