@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from .ci_jobs import CiJob
+from .errors import FeedstockError
 
 
 class _CiDumper(yaml.Dumper):
@@ -78,16 +79,20 @@ def compare(folder: Path, expected: dict[str, str]) -> Drift:
 def write_atomically(folder: Path, expected: dict[str, str]) -> Drift:
     """Make ``folder``'s *.yaml exactly ``expected``; returns what changed. Other files stay."""
     drift = compare(folder, expected)
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".ci_support.tmp-", dir=folder.parent))
+    staging: Path | None = None
     try:
+        staging = Path(tempfile.mkdtemp(prefix=".ci_support.tmp-", dir=folder.parent))
         for name, text in expected.items():
             (staging / name).write_text(text)
         folder.mkdir(exist_ok=True)
         for name in expected:
             os.replace(staging / name, folder / name)
+        for name in drift.extra:   # only after every new file is in place
+            (folder / name).unlink()
+    except OSError as err:
+        raise FeedstockError(f"cannot write {folder}: {err.strerror} ({err.filename}); "
+                             "check permissions and free space, then rerun")
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    for name in drift.extra:   # only after every new file is in place
-        (folder / name).unlink()
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
     return drift

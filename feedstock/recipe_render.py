@@ -98,9 +98,9 @@ def render_recipe_text(raw: str, platform: Platform, variant: Mapping[str, Any],
         top = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
-        where = f":{mark.line + 1}" if mark else ""
-        raise FeedstockError(f"recipe/meta.yaml{where}: rendered text is not valid YAML on "
-                             f"{platform.subdir} ({getattr(err, 'problem', err)})")
+        where = f" at rendered line {mark.line + 1}" if mark else ""
+        raise FeedstockError(f"recipe/meta.yaml: rendered text is not valid YAML{where} on "
+                             f"{platform.subdir} ({getattr(err, 'problem', err)}); check quoting and indentation")
     if not isinstance(top, dict):
         raise FeedstockError("recipe/meta.yaml: does not render to a mapping")
     outputs = [o for o in (top.get("outputs") or []) if isinstance(o, dict)]

@@ -125,3 +125,17 @@ def test_help_explains_every_subcommand():
     for sub, phrase in (("rerender", "--check"), ("render", "build string"), ("lint", "zip_keys")):
         proc = run_feedstock_cli(sub, "--help")
         assert proc.returncode == 0 and phrase in proc.stdout, proc.stdout
+
+
+def test_unwritable_ci_support_is_one_line_and_keeps_the_users_file(feedstock_copy):
+    ci = feedstock_copy / ".ci_support"
+    for path in ci.iterdir():
+        path.unlink()
+    ci.rmdir()
+    ci.write_text("a file where the folder should be\n")
+    proc = run_feedstock_cli("rerender", root=feedstock_copy)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: cannot write") and "Traceback" not in proc.stderr
+    assert ci.read_text() == "a file where the folder should be\n"
+    assert not list(feedstock_copy.glob(".ci_support.tmp-*"))
