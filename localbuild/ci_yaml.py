@@ -50,7 +50,7 @@ _UNSUPPORTED_START = {"&": "anchors", "*": "aliases", "!": "tags", "|": "block s
 
 def load(path: Path) -> CiYaml:
     """Parse one ``.ci_support`` file; raises CiYamlError (or OSError) on failure."""
-    text = path.read_text(encoding="utf-8")
+    text = path.read_text(encoding="utf-8-sig")
     return parse(text, str(path))
 
 

@@ -15,6 +15,7 @@ from .errors import EXIT_USAGE, LocalBuildError
 from .overrides import parse_overrides
 from .plan import MARKER_PREFIX, Options, default_cpu_count, make_plan
 from .selection import apply_filters, compile_filters, menu, select
+from .tokens import UPLOAD_TOKENS
 
 DESCRIPTION = """\
 Build the feedstock's .ci_support configs locally: Linux configs in their Docker (or Podman)
@@ -128,6 +129,9 @@ def main(feedstock_root: Path, argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("\nbuild-locally: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # output piped into `head` and the like
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 def _main(root: Path, args: argparse.Namespace) -> int:
@@ -157,8 +161,9 @@ def _main(root: Path, args: argparse.Namespace) -> int:
         native=args.native, overrides=overrides, debug=args.debug, output_id=args.output_id,
         upload=args.upload, gpu_tests=args.gpu_tests, cpu_count=default_cpu_count(environ),
         ci=environ.get("CI", ""), extra_run_args=tuple(engines.extra_run_arguments(environ)),
-        stdin_is_tty=interactive, emulate=args.emulate, stamp=time.strftime("%Y%m%d-%H%M%S"))
-    if args.upload and not any(environ.get(k) for k in ("BINSTAR_TOKEN", "ANACONDA_API_TOKEN")):
+        stdin_is_tty=interactive, emulate=args.emulate,
+        stamp=f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")  # unique container names
+    if args.upload and not any(environ.get(k) for k in UPLOAD_TOKENS):
         raise LocalBuildError("--upload needs BINSTAR_TOKEN or ANACONDA_API_TOKEN in the "
                               "environment", EXIT_USAGE)
     plans = [make_plan(config(name), options, environ) for name in chosen]
