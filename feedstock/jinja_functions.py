@@ -45,6 +45,26 @@ def pin_range(version: str, min_pin: str | None = "x.x.x.x.x.x", max_pin: str | 
     return ",".join(bounds)
 
 
+# pin_subpackage() in a first render pass: a token that resolve_pin_tokens() replaces once every
+# output's version and build string are known (saves rendering the recipe twice)
+DEFERRED_PINS: Mapping[str, tuple[str, str]] = {"<deferred>": ("", "")}
+_PIN_TOKEN = re.compile(r"PINSUBPACKAGE__([A-Za-z0-9_.\-]+?)__([x.]*)__([x.]*)__([01])__END")
+
+
+def resolve_pin_tokens(text: str, subpackages: Mapping[str, tuple[str, str]]) -> str:
+    """Replace the pin tokens in ``text`` with real pins (``libtorch 2.13.0 cpu_mkl_h..._100``)."""
+    def pin(match: re.Match) -> str:
+        name, min_pin, max_pin, exact = match.groups()
+        if name not in subpackages:
+            raise FeedstockError(f"pin_subpackage('{name}') names no output of this recipe; "
+                                 "use pin_compatible for other packages")
+        version, build_string = subpackages[name]
+        if exact == "1":
+            return f"{name} {version} {build_string}"
+        return f"{name} {pin_range(version, min_pin or None, max_pin or None)}"
+    return _PIN_TOKEN.sub(pin, text) if "PINSUBPACKAGE__" in text else text
+
+
 def make_functions(platform: Platform, variant: Mapping[str, Any], recipe_dir: Path,
                    subpackages: Mapping[str, tuple[str, str]] | None) -> dict[str, Callable]:
     """compiler(), stdlib(), cdt(), pin_subpackage(), pin_compatible(), load_file_regex()...
@@ -84,6 +104,8 @@ def make_functions(platform: Platform, variant: Mapping[str, Any], recipe_dir: P
     def pin_subpackage(name: str, min_pin: str = "x.x.x.x.x.x", max_pin: str = "x", exact: bool = False) -> str:
         if subpackages is None:
             return name
+        if subpackages is DEFERRED_PINS:
+            return f"PINSUBPACKAGE__{name}__{min_pin or ''}__{max_pin or ''}__{int(bool(exact))}__END"
         if name not in subpackages:
             raise FeedstockError(f"pin_subpackage('{name}') names no output of this recipe; "
                                  "use pin_compatible for other packages")

@@ -24,6 +24,7 @@ from .errors import FeedstockError
 from .layout import Feedstock, load_feedstock
 from .matrix import explode
 from .platforms import Platform
+from .jinja_functions import DEFERRED_PINS, resolve_pin_tokens
 from .recipe_render import HASH_PLACEHOLDER, RecipeVariantRender, read_recipe, render_recipe_text
 from .suggest import close_names
 from .variant_config import load_variant_spec
@@ -144,33 +145,44 @@ def job_variants(feedstock: Feedstock, job: dict[str, Any], platform: Platform) 
     return [{**base, **variant} for variant in explode(job_spec)]
 
 
+def _resolve(value: Any, identities: dict[str, tuple[str, str]]) -> Any:
+    if isinstance(value, str):
+        return resolve_pin_tokens(value, identities)
+    if isinstance(value, list):
+        return [_resolve(v, identities) for v in value]
+    if isinstance(value, dict):
+        return {k: _resolve(v, identities) for k, v in value.items()}
+    return value
+
+
 def _render_variant(feedstock: Feedstock, raw: str, platform: Platform, variant: dict[str, Any],
                     environ: dict[str, str]) -> list[tuple[dict, dict, set[str], RecipeVariantRender]]:
-    """(output dict, variant, used keys) for every output this variant builds, pins resolved."""
-    build_platform = feedstock.build_platform(platform)
-    first = render_recipe_text(raw, platform, variant, feedstock.recipe_dir, environ=environ,
-                               build_platform=build_platform)
-    if first.skipped:
+    """(output dict, variant, used keys) for every output this variant builds, pins resolved.
+
+    One render: pin_subpackage() leaves tokens, replaced once every output's build string is known.
+    """
+    render = render_recipe_text(raw, platform, variant, feedstock.recipe_dir, subpackages=DEFERRED_PINS,
+                                environ=environ, build_platform=feedstock.build_platform(platform))
+    if render.skipped:
         return []
     keys = tuple(sorted(variant))
-    top_number = int((first.top.get("build") or {}).get("number") or 0)
-    top_version = str((first.top.get("package") or {}).get("version", ""))
+    top_number = int((render.top.get("build") or {}).get("number") or 0)
+    top_version = str((render.top.get("package") or {}).get("version", ""))
     identities: dict[str, tuple[str, str]] = {}
-    for index, output in enumerate(first.outputs):
-        used = output_used_vars(raw, feedstock.recipe_dir, keys, index, output, first, variant)
+    used_by_index: dict[int, set[str]] = {}
+    for index, output in enumerate(render.outputs):
+        used = output_used_vars(raw, feedstock.recipe_dir, keys, index, output, render, variant)
+        used_by_index[index] = used
         run = [str(r) for r in ((output.get("requirements") or {}).get("run") or [])]
         number = int((output.get("build") or {}).get("number", top_number) or 0)
         identities[str(output.get("name"))] = (
             str(output.get("version", top_version)),
             _build_string(output, number, build_hash(used, variant, run), variant))
-    final = render_recipe_text(raw, platform, variant, feedstock.recipe_dir, subpackages=identities,
-                               environ=environ, build_platform=build_platform)
     results = []
-    for index, output in enumerate(final.outputs):
+    for index, output in enumerate(render.outputs):
         if (output.get("build") or {}).get("skip"):
             continue
-        used = output_used_vars(raw, feedstock.recipe_dir, keys, index, output, final, variant)
-        results.append((output, variant, used, final))
+        results.append((_resolve(output, identities), variant, used_by_index[index], render))
     return results
 
 
