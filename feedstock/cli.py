@@ -68,8 +68,12 @@ def _cmd_rerender(root: Path, check_only: bool) -> int:
         print("error: .ci_support/ is out of date; run: python -m feedstock rerender", file=sys.stderr)
         return 1
     jobs, drift = rerender(root)
-    for line in drift.lines():
-        print(f"updated {line}" if "out of date" in line or "missing" in line else f"removed {line}")
+    for name in drift.missing:
+        print(f"new      .ci_support/{name}")
+    for name in drift.stale:
+        print(f"changed  .ci_support/{name}")
+    for name in drift.extra:
+        print(f"removed  .ci_support/{name}")
     print(f"rerender: {len(jobs)} job files in .ci_support/ ({len(drift.stale) + len(drift.missing)} written, "
           f"{len(drift.extra)} removed, {time.perf_counter() - start:.2f}s)")
     return 0

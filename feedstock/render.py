@@ -156,8 +156,8 @@ def _resolve(value: Any, identities: dict[str, tuple[str, str]]) -> Any:
 
 
 def _render_variant(feedstock: Feedstock, raw: str, platform: Platform, variant: dict[str, Any],
-                    environ: dict[str, str]) -> list[tuple[dict, dict, set[str], RecipeVariantRender]]:
-    """(output dict, variant, used keys) for every output this variant builds, pins resolved.
+                    environ: dict[str, str]) -> list[tuple[int, dict, dict, set[str], RecipeVariantRender]]:
+    """(recipe position, output dict, variant, used keys, render) for every output this variant builds, pins resolved.
 
     One render: pin_subpackage() leaves tokens, replaced once every output's build string is known.
     """
@@ -182,7 +182,7 @@ def _render_variant(feedstock: Feedstock, raw: str, platform: Platform, variant:
     for index, output in enumerate(render.outputs):
         if (output.get("build") or {}).get("skip"):
             continue
-        results.append((_resolve(output, identities), variant, used_by_index[index], render))
+        results.append((index, _resolve(output, identities), variant, used_by_index[index], render))
     return results
 
 
@@ -203,10 +203,10 @@ def render_job(feedstock: Feedstock, job_name: str, job: dict[str, Any]) -> list
     platform = Platform(str(job["target_platform"][0]))
     raw = read_recipe(feedstock.recipe_dir)
     environ = smithy_environ(feedstock, platform, raw)
-    rendered: list[RenderedOutput] = []
+    rendered: list[tuple[int, RenderedOutput]] = []
     seen: set[tuple] = set()
     for variant in job_variants(feedstock, job, platform):
-        for output, variant_, used, final in _render_variant(feedstock, raw, platform, variant, environ):
+        for index, output, variant_, used, final in _render_variant(feedstock, raw, platform, variant, environ):
             name = str(output.get("name"))
             identity = (name, tuple(sorted((k, str(variant_.get(k))) for k in used)))
             if identity in seen:
@@ -219,7 +219,7 @@ def render_job(feedstock: Feedstock, job_name: str, job: dict[str, Any]) -> list
             if isinstance(requirements, list):
                 requirements = {"run": requirements}
             run = [str(r) for r in (requirements.get("run") or [])]
-            rendered.append(RenderedOutput(
+            rendered.append((index, RenderedOutput(
                 name=name,
                 version=str(output.get("version", (final.top.get("package") or {}).get("version", ""))),
                 build_string=_build_string(output, number, build_hash(used, variant_, run), variant_),
@@ -232,8 +232,9 @@ def render_job(feedstock: Feedstock, job_name: str, job: dict[str, Any]) -> list
                 config=job_name,
                 target_platform=platform.subdir,
                 variant={k: str(variant_[k]) for k in sorted(used) if k in variant_},
-            ))
-    return rendered
+            )))
+    # recipe order, then build string: libtorch, linalg magma/nomagma, pytorch py310..., metapackage
+    return [out for _, out in sorted(rendered, key=lambda item: (item[0], item[1].build_string))]
 
 
 def format_outputs(outputs: list[RenderedOutput]) -> str:
