@@ -1,14 +1,18 @@
 """--dry-run: what would run for each config, without running or writing anything."""
 from __future__ import annotations
 
+import os
+import re
 import shlex
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from .plan import BuildPlan, Options
 from .preflight import free_gb
 
 RenderFn = Callable[[Path, str], list]
+DEV_TAG_VARIABLE = "FEEDSTOCK_DEV_TAG"
 
 
 def load_renderer() -> tuple[RenderFn | None, type | None, str]:
@@ -25,24 +29,55 @@ def load_renderer() -> tuple[RenderFn | None, type | None, str]:
     return render_ci_config, FeedstockError, ""
 
 
-def describe_outputs(root: Path, config: str, renderer: tuple[RenderFn | None, type | None, str]
-                     ) -> list[str]:
+def describe_outputs(root: Path, config: str, renderer: tuple[RenderFn | None, type | None, str],
+                     dev_tag: str | None = None, pythons: set[str] | None = None) -> list[str]:
+    """Output lines; with ``pythons`` (a --python subset) outputs for other Pythons are left out."""
     render, feedstock_error, why = renderer
     hint = f"run `python -m feedstock render {config}` (needs requirements-dev.txt)"
     if render is None:
         return [f"outputs:      not rendered here (renderer unavailable: {why}); {hint}"]
     try:
-        outputs = render(root, config)
+        with _dev_tag_in_environment(dev_tag):  # the recipe reads it as conda-build's would
+            outputs = render(root, config)
     except Exception as exc:  # noqa: BLE001 - a renderer bug must not break the dry run
         kind = "" if feedstock_error and isinstance(exc, feedstock_error) else f"{type(exc).__name__}: "
         return [f"outputs:      cannot render ({kind}{exc}); {hint}"]
-    lines = [f"outputs:      {len(outputs)}"]
-    for output in outputs:
+    shown = [output for output in outputs
+             if pythons is None or _python_label(output) in (None, *pythons)]
+    left_out = len(outputs) - len(shown)
+    lines = [f"outputs:      {len(shown)}"
+             + (f" ({left_out} for Pythons this dev build skips are left out)" if left_out else "")]
+    for output in shown:
         name = getattr(output, "name", "?")
         version = getattr(output, "version", "?")
         build = getattr(output, "build_string", "?")
         lines.append(f"  {name}-{version}-{build}")
     return lines
+
+
+def _python_label(output: object) -> str | None:
+    """'3.12' for an output built for one Python (from its variant), else None."""
+    variant = getattr(output, "variant", None)
+    if not isinstance(variant, dict) or not variant.get("python"):
+        return None
+    match = re.match(r"\s*(\d+\.\d+)", str(variant["python"]))
+    return match.group(1) if match else None
+
+
+@contextmanager
+def _dev_tag_in_environment(dev_tag: str | None) -> Iterator[None]:
+    previous = os.environ.get(DEV_TAG_VARIABLE)
+    if dev_tag:
+        os.environ[DEV_TAG_VARIABLE] = dev_tag
+    else:
+        os.environ.pop(DEV_TAG_VARIABLE, None)
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(DEV_TAG_VARIABLE, None)
+        else:
+            os.environ[DEV_TAG_VARIABLE] = previous
 
 
 def print_plans(plans: list[BuildPlan], options: Options, force: bool, min_free_gb: float | None,
@@ -73,11 +108,10 @@ def print_plans(plans: list[BuildPlan], options: Options, force: bool, min_free_
             write(f"dev build:    FEEDSTOCK_DEV_TAG={plan.dev_tag} (build strings carry dev{plan.dev_tag}_)")
         if renderer is None:
             renderer = load_renderer()
-        for line in describe_outputs(options.feedstock_root, plan.name, renderer):
+        pythons = set(options.overrides.pythons) if plan.derived_config else None
+        for line in describe_outputs(options.feedstock_root, plan.name, renderer, plan.dev_tag,
+                                     pythons):
             write(line)
-        if plan.derived_config or plan.dev_tag:
-            write("  (rendered from the unmodified config: the dev build makes only the selected "
-                  f"Pythons, with dev{plan.dev_tag}_ in its build strings)")
         write(f"marker:       {plan.marker}")
         write(f"log:          {plan.log}")
         need = min_free_gb if min_free_gb is not None else plan.config.disk_estimate_gb

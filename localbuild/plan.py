@@ -14,6 +14,10 @@ from .errors import EXIT_USAGE, LocalBuildError
 from .overrides import DevOverrides, apply_to_config, derived_config_text
 from .tokens import UPLOAD_TOKENS, without_secrets
 
+# The contract's developer-override variables (listed in meta.yaml build: script_env).
+OVERRIDE_VARIABLES = ("FEEDSTOCK_MAX_JOBS", "FEEDSTOCK_CUDA_ARCH_LIST", "FEEDSTOCK_ROCM_ARCH",
+                      "FEEDSTOCK_DEV_TAG", "CCACHE_DIR")
+
 ARTIFACTS = "build_artifacts"
 BUILD_SCRIPT = "scripts/build_steps.sh"
 MARKER_PREFIX = "conda-forge-build-done-"
@@ -198,6 +202,10 @@ def process_environment(plan: BuildPlan, environ: dict[str, str]) -> dict[str, s
     """The environment of the process we start (engine client or native build script)."""
     env = without_secrets(environ, set(plan.passed_by_name))
     if plan.backend == "native":
+        # as in a container, only the flags decide these (a stale shell value must not turn
+        # a release build into a dev build, or change its jobs)
+        for name in OVERRIDE_VARIABLES:
+            env.pop(name, None)
         env.update(plan.env)
     env.setdefault("PYTHONUNBUFFERED", "1")
     return env

@@ -190,15 +190,29 @@ def test_dry_run_uses_the_renderer_when_importable(fs):
         "from dataclasses import dataclass\n"
         "from .errors import FeedstockError\n"
         "@dataclass\nclass RenderedOutput:\n    name: str\n    version: str\n    build_string: str\n"
+        "    variant: dict\n"
         "def render_ci_config(root, name):\n"
         "    if 'version13' in name:\n        raise FeedstockError('cannot render ' + name)\n"
         "    if 'generic' in name:\n        raise RuntimeError('renderer bug')\n"
-        "    return [RenderedOutput('libtorch', '2.13.0', 'cuda129_mkl_h1234567_300')]\n")
+        "    import os\n"
+        "    dev = os.environ.get('FEEDSTOCK_DEV_TAG')\n"
+        "    pre = f'dev{dev}_' if dev else ''\n"
+        "    return [RenderedOutput('libtorch', '2.13.0', pre + 'cuda129_mkl_h1234567_300', {})] + [\n"
+        "        RenderedOutput('pytorch', '2.13.0', f'{pre}cuda129_py3{m}_h1_300', {'python': f'3.{m}.* *_cpython'})\n"
+        "        for m in (11, 12)]\n")
     proc = fs.run("--dry-run", "--all", isolated=False)
     assert proc.returncode == 0, proc.stderr
-    assert "outputs:      1\n  libtorch-2.13.0-cuda129_mkl_h1234567_300" in proc.stdout
+    assert ("outputs:      3\n  libtorch-2.13.0-cuda129_mkl_h1234567_300\n"
+            "  pytorch-2.13.0-cuda129_py311_h1_300\n  pytorch-2.13.0-cuda129_py312_h1_300") in proc.stdout
     assert "cannot render (cannot render linux_64_blas_implmklcuda_compiler_version13.0)" in proc.stdout
     assert "cannot render (RuntimeError: renderer bug)" in proc.stdout
+    # a dev build: the recipe sees FEEDSTOCK_DEV_TAG while rendering; other Pythons left out
+    proc = fs.run("--dry-run", CUDA129, "--python", "3.12", isolated=False,
+                  env=fs.env(FEEDSTOCK_DEV_TAG="stale"))
+    assert proc.returncode == 0, proc.stderr
+    assert ("outputs:      2 (1 for Pythons this dev build skips are left out)\n"
+            "  libtorch-2.13.0-devpy312_cuda129_mkl_h1234567_300\n"
+            "  pytorch-2.13.0-devpy312_cuda129_py312_h1_300\n") in proc.stdout
 
 
 def test_dry_run_with_a_broken_renderer_import_still_works(fs):

@@ -143,3 +143,15 @@ def test_native_skips_configs_of_other_platforms(tmp_path):
     assert "skipped:      needs a linux-ppc64le host" in proc.stdout
     if os.uname().machine != "ppc64le":
         assert proc.stdout.count("backend:      native") == (1 if host_platform() == "linux-64" else 0)
+
+
+def test_native_release_build_ignores_override_variables_from_the_shell(fs):
+    if host_platform() != "linux-64":
+        pytest.skip(f"the test config is linux-64; this host is {host_platform()}")
+    env = native_env(fs, FEEDSTOCK_DEV_TAG="stale", FEEDSTOCK_MAX_JOBS="99", CCACHE_DIR="/nowhere")
+    proc = fs.run(CPU_MKL, "--native", "--min-free-gb", "0", env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    build = conda_calls(fs)[0]
+    assert build["env"].get("FEEDSTOCK_DEV_TAG") is None
+    assert build["env"].get("FEEDSTOCK_MAX_JOBS") is None and build["env"].get("CCACHE_DIR") is None
+    assert fs.marker(CPU_MKL).exists()
