@@ -28,7 +28,7 @@ from .jinja_functions import DEFERRED_PINS, resolve_pin_tokens
 from .recipe_render import HASH_PLACEHOLDER, RecipeVariantRender, read_recipe, render_recipe_text
 from .suggest import close_names
 from .variant_config import load_variant_spec
-from .variants import output_used_vars, smithy_environ
+from .variants import smithy_environ, used_by_outputs
 
 _Loader = getattr(yaml, "CBaseLoader", yaml.BaseLoader)
 _HASH_EXCLUDED = ("python", "r_base", "perl", "lua")
@@ -165,24 +165,18 @@ def _render_variant(feedstock: Feedstock, raw: str, platform: Platform, variant:
                                 environ=environ, build_platform=feedstock.build_platform(platform))
     if render.skipped:
         return []
-    keys = tuple(sorted(variant))
     top_number = int((render.top.get("build") or {}).get("number") or 0)
     top_version = str((render.top.get("package") or {}).get("version", ""))
+    uses = used_by_outputs(raw, feedstock.recipe_dir, render, variant)
     identities: dict[str, tuple[str, str]] = {}
-    used_by_index: dict[int, set[str]] = {}
-    for index, output in enumerate(render.outputs):
-        used = output_used_vars(raw, feedstock.recipe_dir, keys, index, output, render, variant)
-        used_by_index[index] = used
-        run = [str(r) for r in ((output.get("requirements") or {}).get("run") or [])]
-        number = int((output.get("build") or {}).get("number", top_number) or 0)
-        identities[str(output.get("name"))] = (
-            str(output.get("version", top_version)),
-            _build_string(output, number, build_hash(used, variant, run), variant))
+    for use in uses:
+        run = [str(r) for r in ((use.data.get("requirements") or {}).get("run") or [])]
+        number = int((use.data.get("build") or {}).get("number", top_number) or 0)
+        identities[use.name] = (str(use.data.get("version") or top_version),
+                                _build_string(use.data, number, build_hash(use.used, variant, run), variant))
     results = []
-    for index, output in enumerate(render.outputs):
-        if (output.get("build") or {}).get("skip"):
-            continue
-        results.append((index, _resolve(output, identities), variant, used_by_index[index], render))
+    for use in uses:
+        results.append((use.index, _resolve(use.data, identities), variant, use.used, render))
     return results
 
 
@@ -221,7 +215,7 @@ def render_job(feedstock: Feedstock, job_name: str, job: dict[str, Any]) -> list
             run = [str(r) for r in (requirements.get("run") or [])]
             rendered.append((index, RenderedOutput(
                 name=name,
-                version=str(output.get("version", (final.top.get("package") or {}).get("version", ""))),
+                version=str(output.get("version") or (final.top.get("package") or {}).get("version", "")),
                 build_string=_build_string(output, number, build_hash(used, variant_, run), variant_),
                 build_number=number,
                 requirements={s: _section(requirements, s, variant_) for s in _REQUIREMENT_SECTIONS

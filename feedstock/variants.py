@@ -103,11 +103,39 @@ def _top_level_used(raw: str, recipe_dir: Path, keys: tuple[str, ...], first: Ou
     in_requirements = set(used_in_text(keys, requirements_text(selected)))
     requirements = first.data.get("requirements") or {}
     used = (used - in_requirements) | drop_run_only(in_requirements, requirements, variant)
-    script = first.data.get("script")
+    # a recipe without outputs is built by build.sh; an output by its own script
+    script = first.data.get("script") if first.index >= 0 else "build.sh"
     if isinstance(script, str) and script.endswith(".sh"):
         used |= used_in_shell_script(keys, recipe_dir / script)
     build = first.data.get("build") or {}
     return _with_forced(used, variant, build, bool(build.get("noarch")))
+
+
+def implicit_output(render: RecipeVariantRender) -> dict[str, Any]:
+    """A recipe without ``outputs:`` builds one package: the top level itself."""
+    top = render.top
+    package = top.get("package") or {}
+    return {"name": package.get("name"), "version": package.get("version"),
+            "build": top.get("build") or {}, "requirements": top.get("requirements") or {},
+            "test": top.get("test") or {}}
+
+
+def used_by_outputs(raw: str, recipe_dir: Path, render: RecipeVariantRender,
+                    variant: Variant) -> list[OutputUse]:
+    """Every output this variant builds (not skipped) with the keys it uses."""
+    keys = tuple(sorted(variant))
+    if not render.outputs:
+        data = implicit_output(render)
+        whole = OutputUse(name=str(data["name"]), index=-1, data=data, used=set())
+        whole.used = _top_level_used(raw, recipe_dir, keys, whole, render, variant)
+        return [whole]
+    uses = []
+    for index, output in enumerate(render.outputs):
+        if (output.get("build") or {}).get("skip"):
+            continue
+        used = output_used_vars(raw, recipe_dir, keys, index, output, render, variant)
+        uses.append(OutputUse(name=str(output.get("name")), index=index, data=output, used=used))
+    return uses
 
 
 def analyse_platform(feedstock: Feedstock, platform: Platform) -> PlatformMatrix:
@@ -127,14 +155,10 @@ def analyse_platform(feedstock: Feedstock, platform: Platform) -> PlatformMatrix
                                     environ=environ, build_platform=build_platform)
         if render.skipped:
             continue
-        use = VariantUse(variant=variant, render=render)
-        for index, output in enumerate(render.outputs):
-            build = output.get("build") or {}
-            if build.get("skip"):
-                continue
-            used = output_used_vars(raw, feedstock.recipe_dir, keys, index, output, render, variant)
-            use.outputs.append(OutputUse(name=str(output.get("name")), index=index, data=output, used=used))
-            all_used |= used
+        use = VariantUse(variant=variant, render=render,
+                         outputs=used_by_outputs(raw, feedstock.recipe_dir, render, variant))
+        for output in use.outputs:
+            all_used |= output.used
         if not use.outputs:
             continue
         if top_used is None:
