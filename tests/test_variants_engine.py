@@ -134,3 +134,20 @@ def test_skipped_platforms_give_no_jobs(feedstock):
         matrix = analyse_platform(feedstock, Platform(name))
         assert matrix.built == []
         assert platform_jobs(feedstock, matrix) == []
+
+
+def test_used_variable_rules_match_conda_build(tmp_path):
+    from feedstock.used_vars import used_in_shell_script, used_in_text
+
+    keys = tuple(sorted(["cuda_compiler", "cuda_compiler_version", "c_stdlib", "c_stdlib_version",
+                         "python", "blas_impl", "megabuild", "numpy", "use_magma"]))
+    text = ("requirements:\n  build:\n    - {{ compiler('cuda') }}\n    - {{ stdlib('c') }}\n"
+            "  host:\n    - python\n    - numpy >=2\n    - libblas * *{{ blas_impl }}\n")
+    assert used_in_text(keys, text) == {"cuda_compiler", "cuda_compiler_version", "c_stdlib",
+                                        "c_stdlib_version", "python", "blas_impl"}
+    # "numpy >=2" is a pinned requirement, not the variant's numpy; selectors count on their own
+    assert used_in_text(keys, "    - foo  # [megabuild and not use_magma]\n", selectors_only=True) == {
+        "megabuild", "use_magma"}
+    script = tmp_path / "build.sh"
+    script.write_text('echo "${blas_impl}"\nif [ $megabuild = true ]; then :; fi\necho numpy\n')
+    assert used_in_shell_script(keys, script) == {"blas_impl", "megabuild"}
