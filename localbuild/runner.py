@@ -150,9 +150,13 @@ def _finish_container(plan: BuildPlan, options: Options, outcome: Outcome, conso
 
 def _run_streaming(plan: BuildPlan, env: dict[str, str], console: Console, label: str,
                    started: float, options: Options) -> int:
-    proc = subprocess.Popen(plan.command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, env=env, cwd=str(options.feedstock_root),
-                            start_new_session=True)
+    try:
+        proc = subprocess.Popen(plan.command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, env=env, cwd=str(options.feedstock_root),
+                                start_new_session=True)
+    except OSError as exc:
+        console.say(f"[{label}] cannot start {plan.command[0]}: {exc.strerror or exc}")
+        return 127
     try:
         _pump(proc, console, label, started)
         return proc.wait()
@@ -222,5 +226,8 @@ def _run_interactive(plan: BuildPlan, env: dict[str, str], console: Console, lab
         return subprocess.run(plan.command, env=env,
                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)
                               ).returncode
+    except OSError as exc:
+        console.say(f"[{label}] cannot start {plan.command[0]}: {exc.strerror or exc}")
+        return 127
     finally:
         signal.signal(signal.SIGINT, previous)

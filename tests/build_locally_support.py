@@ -134,3 +134,16 @@ def install_fake_conda(bin_dir: Path) -> None:
 
 def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def as_strings(value):
+    """PyYAML's result with scalars as strings, which is how localbuild keeps them."""
+    if isinstance(value, dict):
+        return {str(k): as_strings(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [as_strings(v) for v in value]
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)

@@ -4,23 +4,10 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from build_locally_support import config_yaml
+from build_locally_support import as_strings, config_yaml
 from localbuild import ci_yaml
 from localbuild.configs import CiConfig
 from localbuild.overrides import derived_config_text
-
-
-def as_strings(value):
-    """PyYAML's result with scalars as strings, which is how localbuild keeps them."""
-    if isinstance(value, dict):
-        return {str(k): as_strings(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [as_strings(v) for v in value]
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
 
 
 SMITHY_STYLE = """\

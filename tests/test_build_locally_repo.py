@@ -8,9 +8,8 @@ import sys
 import pytest
 import yaml
 
-from build_locally_support import REPO_ROOT
+from build_locally_support import REPO_ROOT, as_strings
 from localbuild import ci_yaml
-from test_build_locally_ci_yaml import as_strings
 
 CI_SUPPORT = REPO_ROOT / ".ci_support"
 
