@@ -101,6 +101,19 @@ def test_rocm_unknown_version_and_overrides(tmp_path: Path) -> None:
     assert gpu_backend({"gpu_backend": "rocm", "rocm_version": "6.4"}) == "rocm"
 
 
+def test_every_gpu_version_of_the_recipe_has_an_arch_list(repo_root: Path) -> None:
+    yaml = pytest.importorskip("yaml")
+    config_file = repo_root / "recipe" / "conda_build_config.yaml"
+    if not config_file.is_file():
+        pytest.skip(f"{config_file} not written yet")
+    config = yaml.safe_load(config_file.read_text())
+    cuda = {str(v) for v in config.get("cuda_compiler_version", [])} - {"None"}
+    rocm = {str(v) for v in config.get("rocm_version", [])} - {"None"}
+    assert cuda, "the recipe lists no CUDA version"
+    assert cuda <= set(CUDA_ARCH_LISTS), cuda - set(CUDA_ARCH_LISTS)
+    assert rocm <= set(ROCM_ARCH_LISTS), rocm - set(ROCM_ARCH_LISTS)
+
+
 def test_blas(tmp_path: Path) -> None:
     assert env_for(tmp_path, blas_impl="mkl")["BLAS"] == "MKL"
     with pytest.raises(MegabuildError, match="mkl is not available on linux-aarch64"):

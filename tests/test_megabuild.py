@@ -286,6 +286,36 @@ def test_missing_preconditions(broken_setup, tmp_path: Path) -> None:
     assert (src / "build" / "CMakeCache.txt").read_bytes() == sentinel
 
 
+class CapturingFrontend(SetupPyFrontend):
+    """Stops at install(), keeping the cache the step handed to the build."""
+
+    class Stop(Exception):
+        pass
+
+    def install(self, ctx: BuildContext) -> None:
+        self.cache = (self.build_dir(ctx) / "CMakeCache.txt").read_bytes()
+        raise self.Stop
+
+
+def test_pytorch_step_patches_the_pristine_copy(gpu_build, broken_setup) -> None:
+    src, stage, pristine, sentinel, context = broken_setup
+    (stage / "CMakeCache.pristine.txt").write_bytes(pristine)
+    frontend = CapturingFrontend()
+    version = next(iter(gpu_build.venvs))
+    with pytest.raises(CapturingFrontend.Stop):
+        build_pytorch(context(), frontend)
+    assert (stage / "CMakeCache.pristine.txt").read_bytes() == pristine
+    written = CMakeCache.parse(frontend.cache)
+    assert "SENTINEL" not in written  # built from the pristine copy, not the build dir's cache
+    assert written.get("Python_EXECUTABLE") == str(gpu_build.venvs[version])
+    before = CMakeCache.parse(pristine)
+    changed = {e.key for e in written if before.get(e.key) != e.value}
+    target = PythonTarget.query(gpu_build.venvs[version])
+    assert changed and changed <= set(python_entry_keys(
+        before, PythonTarget.from_cmake_cache(before), target))
+    assert len(written) == len(before)
+
+
 def test_hipify_runs_once_and_needs_the_script(broken_setup) -> None:
     src, stage, pristine, sentinel, context = broken_setup
     ctx = context("libtorch-split", rocm_version="6.4", cuda_compiler_version="None")
@@ -331,3 +361,20 @@ def test_cpu_variant_has_no_cuda_outputs(venvs, tmp_path_factory) -> None:
     core = Counter(o for o in run.compiled() if harness.target_of(o) in harness.CORE_TARGETS)
     assert core and set(core.values()) == {1}
     assert CMakeCache.read(run.src / "build" / "CMakeCache.txt").get("USE_CUDA") in ("0", "OFF")
+
+
+def test_split_refuses_a_magma_flip_that_changed_nothing(venvs, tmp_path: Path) -> None:
+    """A linalg source that ignores USE_MAGMA: the split step must stop, not stage twins."""
+    version = next(iter(venvs))
+    src = harness.copy_project(tmp_path / "src")
+    (src / "linalg" / "BatchLinearAlgebraLib.cpp").write_text(
+        'extern "C" const char* megatest_linalg_backend() { return "same either way"; }\n')
+    log_file = tmp_path / "compiles.log"
+    base = harness.base_environ(harness.write_launcher(tmp_path / "launch.sh", log_file),
+                                core_units=1, core_weight=1)
+    variant = {"cuda_compiler_version": "13.0", "blas_impl": "generic", "CPU_COUNT": "2",
+               "target_platform": "linux-64", "PKG_NAME": "libtorch-split"}
+    ctx = BuildContext.create(src, tmp_path / "prefix", venvs[version], variant, base)
+    with pytest.raises(MegabuildError, match="did not change after setting USE_MAGMA=ON"):
+        run_step(ctx)
+    assert not (ctx.stage_dir / "CMakeCache.pristine.txt").exists()

@@ -42,6 +42,9 @@ ROCM_ARCH_LISTS: dict[str, str] = {
     "6.3": "gfx900;gfx906;gfx908;gfx90a;gfx942;gfx1030;gfx1100;gfx1101;gfx1102",
     "6.4": "gfx900;gfx906;gfx908;gfx90a;gfx942;gfx1030;gfx1100;gfx1101;gfx1102;gfx1200;gfx1201",
     "7.0": "gfx908;gfx90a;gfx942;gfx950;gfx1030;gfx1100;gfx1101;gfx1200;gfx1201",
+    "7.1": "gfx908;gfx90a;gfx942;gfx950;gfx1030;gfx1100;gfx1101;gfx1102;gfx1200;gfx1201",
+    "7.2": "gfx908;gfx90a;gfx942;gfx950;gfx1030;gfx1100;gfx1101;gfx1102;gfx1150;gfx1151;"
+           "gfx1200;gfx1201",
 }
 # Memory one compile job may need, in GiB: PyTorch's C++ needs several, CUDA/HIP kernels more.
 GIB_PER_JOB_CPU = 3

@@ -24,6 +24,7 @@ the cache) is a MegabuildError with one line saying which step to run first.
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 
 from . import log
@@ -69,11 +70,29 @@ def run_hipify(ctx: BuildContext) -> None:
     marker.write_text("hipified\n")
 
 
-def _stage_linalg(layout: Path, dest: Path) -> None:
+def _linalg_libraries(layout: Path) -> list[Path]:
     libs = sorted(p for p in (layout / "lib").glob("*") if is_cuda_linalg_library(p.name))
     if not libs:
         raise MegabuildError(f"no libtorch_cuda_linalg in {layout / 'lib'}; was the build "
                              "configured with USE_CUDA=1?")
+    return libs
+
+
+def _wait_past_install_granularity(build_dir: Path) -> None:
+    """CMake's install skips a file whose time is within 1 s of the installed copy; make sure
+    a rebuilt library cannot fall into the same second as the one installed before (in real
+    PyTorch builds the steps are minutes apart and this never waits)."""
+    files = [p for p in build_dir.glob("lib.*/torch/lib/*") if not p.is_symlink()]
+    if not files:
+        return
+    newest = max(p.stat().st_mtime for p in files)
+    delay = newest + 1.1 - time.time()
+    if delay > 0:
+        time.sleep(delay)
+
+
+def _stage_linalg(layout: Path, dest: Path) -> None:
+    libs = _linalg_libraries(layout)
     tmp = dest.with_name(dest.name + ".tmp")
     if tmp.exists():
         shutil.rmtree(tmp)
@@ -111,6 +130,7 @@ def run_split(ctx: BuildContext, frontend: Frontend) -> None:
     cache_path = build_dir / "CMakeCache.txt"
     if backend == "cuda":
         _stage_linalg(layout, linalg_stage_dir(ctx, magma=False))
+        _wait_past_install_granularity(build_dir)
         with log.step("split: rebuild libtorch_cuda_linalg with USE_MAGMA=ON"):
             cache = CMakeCache.read(cache_path)
             old = cache.get("USE_MAGMA")
@@ -119,6 +139,11 @@ def run_split(ctx: BuildContext, frontend: Frontend) -> None:
             log.info(f"{cache_path}: USE_MAGMA {old} -> ON")
             frontend.build(ctx)
         _stage_linalg(find_layout_dir(build_dir, target), linalg_stage_dir(ctx, magma=True))
+        nomagma, magma = (sorted(linalg_stage_dir(ctx, m).rglob("*.so*")) for m in (False, True))
+        if [p.read_bytes() for p in nomagma] == [p.read_bytes() for p in magma]:
+            raise MegabuildError("libtorch_cuda_linalg did not change after setting USE_MAGMA=ON "
+                                 f"in {cache_path}; the build ignored the flag or installed a "
+                                 "stale copy (check that MAGMA was found)")
     CMakeCache.read(cache_path)  # refuse to save a cache we could not patch later
     write_bytes_atomic(pristine_cache_path(ctx), cache_path.read_bytes())
     log.info(f"saved pristine cache -> {pristine_cache_path(ctx)}")
@@ -139,7 +164,7 @@ def install_libtorch(ctx: BuildContext) -> None:
 
 
 def install_cuda_linalg(ctx: BuildContext) -> None:
-    magma = ctx.variant.get("use_magma", "false").lower() == "true"
+    magma = ctx.variant.get("use_magma", "false").lower() in ("true", "1", "yes")
     source = linalg_stage_dir(ctx, magma)
     _require_stage(source)
     with log.step(f"libtorch-cuda-linalg ({'magma' if magma else 'nomagma'}): install"):
@@ -160,6 +185,7 @@ def build_pytorch(ctx: BuildContext, frontend: Frontend) -> None:
             log.info(f"  {change.key}: {change.old} -> {change.new}")
         cache.write(frontend.build_dir(ctx) / "CMakeCache.txt")
     with log.step(f"pytorch: build and install for Python {target.version}"):
+        _wait_past_install_granularity(frontend.build_dir(ctx))
         frontend.install(ctx)
     site_packages = Path(target.platlib)
     torch_dir = site_packages / "torch"
