@@ -212,6 +212,19 @@ def test_retargeted_cache_equals_a_fresh_configure(gpu_build, tmp_path: Path) ->
     assert pristine.get("CMAKE_PREFIX_PATH") == fresh.get("CMAKE_PREFIX_PATH")
 
 
+def test_retarget_chain_keeps_the_requested_minimum_version(gpu_build) -> None:
+    """find_package(Python 3.10 ...) puts "(3.10)" in the message entry; a cache configured
+    with 3.10 must still retarget to another Python (the minimum is not a trace of 3.10)."""
+    cache = CMakeCache.read(gpu_build.stage / "CMakeCache.pristine.txt")
+    assert "(3.10)]" in cache.get("FIND_PACKAGE_MESSAGE_DETAILS_Python")
+    targets = [PythonTarget.query(p) for p in gpu_build.venvs.values()]
+    for target in targets + targets[:1]:
+        retarget_cache(cache, target)
+        message = cache.get("FIND_PACKAGE_MESSAGE_DETAILS_Python")
+        assert message.endswith(f"[v{target.version}(3.10)]")
+        assert cache.get("Python_EXECUTABLE") == target.executable
+
+
 def test_unrelated_entry_with_3_12_survives_every_step(gpu_build) -> None:
     build_cache = CMakeCache.read(gpu_build.src / "build" / "CMakeCache.txt")
     last = sorted(gpu_build.venvs, key=lambda v: tuple(map(int, v.split("."))))[-1]

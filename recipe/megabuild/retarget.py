@@ -119,7 +119,8 @@ def retarget_cache(cache: CMakeCache, new: PythonTarget,
     after = {key: cache.get(key) for key in keys}
     after.update({change.key: change.new for change in planned})
     for key, value in after.items():
-        trace = find_trace(value, old, new)
+        checked = requested_version_removed(value) if MESSAGE_KEY.match(key) else value
+        trace = find_trace(checked, old, new)
         if trace:
             raise MegabuildError(f"{cache.source}: entry {key} still refers to the old Python "
                                  f"({trace!r} in {value[:120]!r}) after retargeting to "
@@ -127,6 +128,12 @@ def retarget_cache(cache: CMakeCache, new: PythonTarget,
     for change in planned:
         cache.set(change.key, change.new)
     return planned
+
+
+def requested_version_removed(message: str) -> str:
+    """`[v3.12.1(3.10)]` -> `[v3.12.1()]`: the part in parentheses is the minimum version the
+    project asked for in find_package(), not a property of the interpreter."""
+    return re.sub(r"\[v([^\[\]()]*)\([^\[\]()]*\)\]", r"[v\1()]", message)
 
 
 def find_trace(value: str, old: PythonTarget, new: PythonTarget) -> str | None:
