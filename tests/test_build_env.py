@@ -92,6 +92,13 @@ def test_rocm_arch_list_per_version(tmp_path: Path, version: str) -> None:
     assert env["ROCM_PATH"] == "/opt/rocm" and env["USE_MKLDNN"] == "0"
 
 
+def test_rocm_searches_rocm_before_the_prefix(tmp_path: Path) -> None:
+    env = env_for(tmp_path, {"PREFIX": "/conda/prefix", "CMAKE_PREFIX_PATH": "/extra"},
+                  rocm_version="7.2")
+    assert env["CMAKE_PREFIX_PATH"] == "/opt/rocm:/conda/prefix:/extra"
+    assert env_for(tmp_path, {"CMAKE_PREFIX_PATH": "/extra"})["CMAKE_PREFIX_PATH"] == "/extra"
+
+
 def test_rocm_unknown_version_and_overrides(tmp_path: Path) -> None:
     with pytest.raises(MegabuildError, match="unknown ROCm version '5.7'"):
         env_for(tmp_path, rocm_version="5.7")

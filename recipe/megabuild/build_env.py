@@ -9,7 +9,8 @@ What it sets, on top of `base` (the environment conda-build gave the driver):
 
 - backend: `USE_CUDA`, `USE_ROCM`, `TORCH_CUDA_ARCH_LIST` (table per CUDA `major.minor`,
   `FEEDSTOCK_CUDA_ARCH_LIST` overrides), `PYTORCH_ROCM_ARCH` (table per ROCm `major.minor`,
-  `FEEDSTOCK_ROCM_ARCH` overrides), `ROCM_PATH`; an unknown version is a one-line error;
+  `FEEDSTOCK_ROCM_ARCH` overrides), `ROCM_PATH` (first in `CMAKE_PREFIX_PATH`, before
+  `$PREFIX`); an unknown version is a one-line error;
 - `USE_MAGMA=0`: the first configure is always without MAGMA, the split step flips it in the
   cache afterwards (the environment no longer reaches CMake once the cache exists);
 - BLAS: `BLAS=MKL` for `blas_impl=mkl` (x86_64 only), `BLAS=Generic` (netlib interface) else;
@@ -145,6 +146,10 @@ def build_environment(variant: Mapping[str, str], base: Mapping[str, str], *,
         override = base.get("FEEDSTOCK_ROCM_ARCH", "")
         env["PYTORCH_ROCM_ARCH"] = override or rocm_arch_list(variant.get("rocm_version", ""))
         env["ROCM_PATH"] = base.get("ROCM_PATH", "/opt/rocm")
+        # ROCm's own CMake packages and headers must win over same-named ones in the prefix
+        order = [env["ROCM_PATH"], base.get("PREFIX", "")] + base.get(
+            "CMAKE_PREFIX_PATH", "").split(os.pathsep)
+        env["CMAKE_PREFIX_PATH"] = os.pathsep.join(dict.fromkeys(p for p in order if p))
 
     blas = variant.get("blas_impl", "generic")
     if blas == "mkl":
