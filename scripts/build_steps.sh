@@ -51,6 +51,35 @@ if [[ "${NATIVE}" != 1 ]]; then
 fi
 croot="${CONDA_BLD_PATH:-${ARTIFACTS}}"
 
+if [[ "${NATIVE}" != 1 ]] && ! command -v conda >/dev/null 2>&1; then
+    # Images without conda (the ROCm build image is AlmaLinux with /opt/rocm only): install
+    # Miniforge once into build_artifacts/, so later builds of any config reuse it.
+    if [[ -x "${ARTIFACTS}/miniforge/bin/conda" ]]; then
+        :
+    else
+        step "bootstrap conda (Miniforge)"
+        url="${MINIFORGE_URL:-https://github.com/conda-forge/miniforge/releases/latest/download/Miniforge3-Linux-$(uname -m).sh}"
+        installer_file="${ARTIFACTS}/.miniforge-installer.sh"
+        if command -v curl >/dev/null 2>&1; then
+            fetch=(curl -fsSL -o "${installer_file}" "${url}")
+        elif command -v wget >/dev/null 2>&1; then
+            fetch=(wget -q -O "${installer_file}" "${url}")
+        else
+            echo "build_steps.sh: the image has neither conda nor curl/wget; use an image with conda or set MINIFORGE_URL to a reachable installer" >&2
+            exit 3
+        fi
+        if ! "${fetch[@]}"; then
+            echo "build_steps.sh: could not download Miniforge from ${url}; set MINIFORGE_URL to a reachable installer" >&2
+            exit 3
+        fi
+        rm -rf "${ARTIFACTS}/miniforge.partial"
+        bash "${installer_file}" -b -p "${ARTIFACTS}/miniforge.partial"
+        mv "${ARTIFACTS}/miniforge.partial" "${ARTIFACTS}/miniforge"
+        rm -f "${installer_file}"
+    fi
+    export PATH="${ARTIFACTS}/miniforge/bin:${PATH}"
+fi
+
 if [[ "${NATIVE}" != 1 ]]; then
     step "install conda-build"
     installer=conda
@@ -122,3 +151,7 @@ fi
 
 step "done"
 touch "${ARTIFACTS}/${DONE_MARKER}"
+if [[ "${NATIVE}" != 1 && "$(id -u)" == 0 && -n "${HOST_USER_ID:-}" && "${HOST_USER_ID}" != 0 ]]; then
+    # images without conda-forge's entrypoint run as root: hand the artifacts back to the user
+    chown -R "${HOST_USER_ID}" "${ARTIFACTS}" || echo "build_steps.sh: could not chown ${ARTIFACTS} to ${HOST_USER_ID}" >&2
+fi

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 
 import pytest
 import yaml
 
-from build_locally_support import install_fake_conda, make_feedstock, read_jsonl
+from build_locally_support import FAKE_CONDA, install_fake_conda, make_feedstock, read_jsonl
 from localbuild.configs import host_platform
 
 CPU_MKL = "linux_64_blas_implmklcuda_compiler_versionNone"
@@ -155,3 +156,40 @@ def test_native_release_build_ignores_override_variables_from_the_shell(fs):
     assert build["env"].get("FEEDSTOCK_DEV_TAG") is None
     assert build["env"].get("FEEDSTOCK_MAX_JOBS") is None and build["env"].get("CCACHE_DIR") is None
     assert fs.marker(CPU_MKL).exists()
+
+
+def _image_without_conda(fs, tmp_path):
+    """A PATH like the ROCm image's: bash, coreutils and curl, but no conda."""
+    (fs.bin_dir / "conda").unlink()
+    (fs.bin_dir / "conda-build").unlink()
+    installer = tmp_path / "Miniforge3-test.sh"
+    # a stand-in installer: honours the real installer's `-b -p PREFIX` interface and puts a conda in PREFIX/bin
+    installer.write_text('#!/bin/bash\nset -e\n[ "$1" = -b ] && [ "$2" = -p ]\nmkdir -p "$3/bin"\n'
+                         f'printf \'#!/bin/sh\\nexec "{sys.executable}" -S "{FAKE_CONDA}" "$@"\\n\' > "$3/bin/conda"\n'
+                         'chmod +x "$3/bin/conda"\n')
+    return installer
+
+
+def test_build_steps_bootstraps_conda_when_the_image_has_none(fs, tmp_path):
+    installer = _image_without_conda(fs, tmp_path)
+    proc = run_steps(fs, MINIFORGE_URL=installer.as_uri(), PATH=f"{fs.bin_dir}:/usr/bin:/bin")
+    assert proc.returncode == 0, proc.stderr
+    assert "::build-locally-step:: bootstrap conda (Miniforge)" in proc.stdout
+    assert (fs.artifacts / "miniforge" / "bin" / "conda").is_file()
+    assert not (fs.artifacts / "miniforge.partial").exists()
+    assert [c["argv"][0] for c in conda_calls(fs)][:2] == ["install", "build"]
+    assert fs.marker(CPU_MKL).exists()
+    # a second build reuses the bootstrapped conda instead of downloading again
+    fs.marker(CPU_MKL).unlink()
+    proc = run_steps(fs, MINIFORGE_URL="file:///nonexistent/installer.sh", PATH=f"{fs.bin_dir}:/usr/bin:/bin")
+    assert proc.returncode == 0, proc.stderr
+    assert "bootstrap conda" not in proc.stdout
+
+
+def test_build_steps_unreachable_installer_is_one_clear_line(fs, tmp_path):
+    _image_without_conda(fs, tmp_path)
+    proc = run_steps(fs, MINIFORGE_URL="file:///nonexistent/installer.sh", PATH=f"{fs.bin_dir}:/usr/bin:/bin")
+    assert proc.returncode == 3
+    assert "could not download Miniforge" in proc.stderr and "MINIFORGE_URL" in proc.stderr
+    assert not fs.marker(CPU_MKL).exists()
+    assert not (fs.artifacts / "miniforge").exists()
