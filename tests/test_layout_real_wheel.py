@@ -124,6 +124,7 @@ def layout(torch_wheel: Path, pytorch_cmakecache_dir: Path, recipe: dict[str, Re
            tmp_path_factory: pytest.TempPathFactory) -> SplitLayout:
     from megabuild import steps
 
+    _need_tools("patch")  # the recipe's patches are applied to the wheel's files
     pythons = find_cpythons()
     if "3.11" not in pythons:
         pytest.skip(f"the torch wheel is cp311 and no CPython 3.11 was found (have {sorted(pythons)})")
@@ -271,13 +272,14 @@ def test_no_bytecode_of_another_python(layout: SplitLayout) -> None:
     assert not foreign, f"pytorch for 3.11 ships bytecode of another Python: {foreign[:10]}"
 
 
-def test_recipe_patches_reach_the_python_files(layout: SplitLayout) -> None:
-    """Every recipe patch to a file the package ships (torch/utils/cpp_extension.py...) applied."""
-    shipped = [p.name for p in recipe_patches(META_YAML)
-               if all(t.startswith(("torch/", "functorch/", "torchgen/")) and t.endswith(".py")
-                      for t in patch_targets(p))]
-    assert layout.frontend.patched == shipped
-    assert set(layout.frontend.unpatched) == {p.name for p in recipe_patches(META_YAML)} - set(shipped)
+def test_recipe_patches_reach_the_installed_package(layout: SplitLayout) -> None:
+    """Every recipe patch to a file the package ships (torch/utils/cpp_extension.py...) is installed."""
+    patches = recipe_patches(META_YAML)
+    shipped = [p for p in patches if all((layout.sp_dir / t).exists() for t in patch_targets(p))]
+    assert layout.frontend.patched == [p.name for p in shipped]
+    assert set(layout.frontend.unpatched) == {p.name for p in patches} - set(layout.frontend.patched)
+    for patch in shipped:  # in the installed files: it reverses cleanly there (-f: never re-apply)
+        run(["patch", "-p1", "-R", "-f", "--dry-run", "-s", "-d", layout.sp_dir, "-i", patch])
 
 
 def test_cache_retargeted_before_install(layout: SplitLayout) -> None:
