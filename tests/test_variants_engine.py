@@ -129,11 +129,17 @@ def test_job_names_are_built_from_the_keys_that_differ(feedstock):
 
 
 def test_skipped_platforms_give_no_jobs(feedstock):
-    # the recipe skips win and osx-64
-    for name in ("win-64", "osx-64"):
-        matrix = analyse_platform(feedstock, Platform(name))
-        assert matrix.built == []
-        assert platform_jobs(feedstock, matrix) == []
+    # the recipe skips osx-64 (skip: true), and conda-forge.yml disables it
+    matrix = analyse_platform(feedstock, Platform("osx-64"))
+    assert matrix.built == []
+    assert platform_jobs(feedstock, matrix) == []
+
+
+def test_platform_without_pins_fails_like_conda_build(feedstock):
+    # pinning.yaml carries no Windows compilers; as in conda-build's validate_spec, a zipped key
+    # without settings on a platform is an error for that platform, named in one line
+    with pytest.raises(FeedstockError, match=r"zip_keys group .*c_compiler_version.* no values on win-64"):
+        analyse_platform(feedstock, Platform("win-64"))
 
 
 def test_used_variable_rules_match_conda_build(tmp_path):
