@@ -39,6 +39,8 @@ def test_cpu_generic(tmp_path: Path) -> None:
     assert "TORCH_CUDA_ARCH_LIST" not in env and "PYTORCH_ROCM_ARCH" not in env
     assert env["PYTORCH_BUILD_VERSION"] == "2.13.0" and env["PYTORCH_BUILD_NUMBER"] == "3"
     assert env["USE_SYSTEM_SLEEF"] == "1" and env["USE_SYSTEM_PYBIND11"] == "1"
+    # no test binaries and no bundled protobuf (its headers would clobber libprotobuf's)
+    assert env["BUILD_TEST"] == "0" and env["BUILD_CUSTOM_PROTOBUF"] == "OFF"
     assert env["PATH"] == BASE["PATH"] and env["CMAKE_GENERATOR"] == "Ninja"
 
 

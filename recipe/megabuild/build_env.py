@@ -19,8 +19,9 @@ What it sets, on top of `base` (the environment conda-build gave the driver):
   larger for GPU builds; `FEEDSTOCK_MAX_JOBS` overrides;
 - `CMAKE_{C,CXX,CUDA}_COMPILER_LAUNCHER=ccache` when `CCACHE_DIR` is set and ccache is on PATH
   (an explicit launcher in `base` wins);
-- `USE_SYSTEM_*` for the dependencies the channel ships, `PYTORCH_BUILD_VERSION/NUMBER` from
-  the package version and build number;
+- `USE_SYSTEM_*` for the dependencies the channel ships, `BUILD_CUSTOM_PROTOBUF=OFF` (the
+  channel's libprotobuf, not a bundled copy), `BUILD_TEST=0`, `PYTORCH_BUILD_VERSION/NUMBER`
+  from the package version and build number;
 - flag clean-ups: `-std=...` is removed from C/C++ flags (PyTorch chooses its own standard).
 """
 from __future__ import annotations
@@ -176,6 +177,10 @@ def build_environment(variant: Mapping[str, str], base: Mapping[str, str], *,
 
     for name in SYSTEM_LIBS:
         env[name] = "1"
+    # libtorch must not ship test programs (~50 MB in bin/, test libraries in lib/), nor its own
+    # protoc and google/protobuf headers, which would clobber the channel's libprotobuf
+    env["BUILD_TEST"] = "0"
+    env["BUILD_CUSTOM_PROTOBUF"] = "OFF"
     if variant.get("PKG_VERSION"):
         env["PYTORCH_BUILD_VERSION"] = variant["PKG_VERSION"]
     if variant.get("PKG_BUILDNUM"):
