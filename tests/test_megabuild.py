@@ -21,6 +21,7 @@ from megabuild.context import BuildContext
 from megabuild.errors import MegabuildError
 from megabuild.python_target import PythonTarget
 from megabuild.retarget import python_entry_keys, retarget_cache
+from megabuild.staging import find_clobbers
 from megabuild.steps import (build_pytorch, install_cuda_linalg, install_libtorch, run_hipify,
                              run_step)
 from megabuild.frontend import SetupPyFrontend
@@ -391,3 +392,167 @@ def test_split_refuses_a_magma_flip_that_changed_nothing(venvs, tmp_path: Path) 
     with pytest.raises(MegabuildError, match="did not change after setting USE_MAGMA=ON"):
         run_step(ctx)
     assert not (ctx.stage_dir / "CMakeCache.pristine.txt").exists()
+
+
+# -- installing into a prefix that holds host dependencies -----------------------------------------
+def tree_state(root: Path) -> dict[str, bytes | str]:
+    """Every file (its bytes) and symlink (its target) under root, by relative path."""
+    return {p.relative_to(root).as_posix(): os.readlink(p) if p.is_symlink() else p.read_bytes()
+            for p in sorted(root.rglob("*")) if p.is_symlink() or p.is_file()}
+
+
+def host_prefix(path: Path) -> Path:
+    """A prefix as conda-build leaves it for the libtorch output: host dependencies installed."""
+    (path / "include" / "pybind11").mkdir(parents=True)
+    (path / "include" / "pybind11" / "pybind11.h").write_text("// pybind11 from the channel\n")
+    (path / "lib").mkdir()
+    (path / "lib" / "libprotobuf.so.29").write_bytes(b"\x7fELF protobuf from the channel\n")
+    os.symlink("libprotobuf.so.29", path / "lib" / "libprotobuf.so")
+    return path
+
+
+def test_install_refuses_to_clobber_a_host_dependency(gpu_build, tmp_path: Path) -> None:
+    stage = gpu_build.stage / "libtorch"
+    prefix = host_prefix(tmp_path / "prefix")
+    # a host package ships a header and a CMake file at the paths the build staged
+    (prefix / "include" / "c10").mkdir()
+    (prefix / "include" / "c10" / "Core.h").write_text("// c10 from another package\n")
+    config = prefix / "share" / "cmake" / "Torch" / "TorchConfig.cmake"
+    config.parent.mkdir(parents=True)
+    config.write_text("# another package's Torch config\n")
+    # an identical copy of a staged file is not a collision
+    (prefix / "lib" / "libc10.so").write_bytes((stage / "lib" / "libc10.so").read_bytes())
+    before = tree_state(prefix)
+    ctx = gpu_build.context(gpu_build.split_version, "libtorch", prefix=prefix)
+    with pytest.raises(MegabuildError) as info:
+        install_libtorch(ctx)
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith(f"2 staged file(s) would overwrite different files already in "
+                              f"{prefix} (first: include/c10/Core.h)")
+    assert "USE_SYSTEM_*" in message and "BUILD_CUSTOM_PROTOBUF" in message
+    assert tree_state(prefix) == before  # checked first: nothing was copied
+
+    # without the foreign files the install goes through, and running it again is fine
+    (prefix / "include" / "c10" / "Core.h").unlink()
+    config.unlink()
+    host = tree_state(prefix)
+    install_libtorch(ctx)
+    installed = tree_state(prefix)
+    assert installed == {**host, **tree_state(stage)}  # host files kept, staged files added
+    install_libtorch(ctx)
+    assert tree_state(prefix) == installed
+
+
+def test_linalg_flavours_do_not_overwrite_each_other(gpu_build, tmp_path: Path) -> None:
+    """magma and nomagma are separate packages; installing one over the other is a clobber."""
+    prefix = host_prefix(tmp_path / "prefix")
+    magma = gpu_build.context(gpu_build.split_version, "libtorch-cuda-linalg", prefix=prefix,
+                              use_magma="true")
+    install_cuda_linalg(magma)
+    installed = tree_state(prefix)
+    assert b"magma+cusolver" in installed["lib/libtorch_cuda_linalg.so"]
+    with pytest.raises(MegabuildError, match=r"^1 staged file\(s\) would overwrite .*"
+                                             r"\(first: lib/libtorch_cuda_linalg\.so\)"):
+        install_cuda_linalg(gpu_build.context(gpu_build.split_version, "libtorch-cuda-linalg",
+                                              prefix=prefix, use_magma="false"))
+    assert tree_state(prefix) == installed
+    install_cuda_linalg(magma)
+    assert tree_state(prefix) == installed
+
+
+def test_find_clobbers_compares_links_folders_and_parents(tmp_path: Path) -> None:
+    stage, prefix = tmp_path / "stage", host_prefix(tmp_path / "prefix")
+    (stage / "lib").mkdir(parents=True)
+    (stage / "lib" / "libprotobuf.so.29").write_bytes(b"\x7fELF protobuf from the channel\n")
+    os.symlink("libprotobuf.so.29", stage / "lib" / "libprotobuf.so")  # same link: fine
+    os.symlink("libfoo.so.1", stage / "lib" / "libfoo.so")
+    os.symlink("libfoo.so.2", prefix / "lib" / "libfoo.so")  # other target: clobber
+    (stage / "lib" / "libbar.so").write_bytes(b"bar")
+    os.symlink("libbar.so.9", prefix / "lib" / "libbar.so")  # a link where a file goes: clobber
+    (stage / "include" / "pybind11").mkdir(parents=True)
+    (stage / "include" / "pybind11" / "pybind11.h").write_text("// pybind11 from the channel\n")
+    (stage / "include" / "pybind11" / "detail.h").write_text("// new file: fine\n")
+    (stage / "share" / "doc").mkdir(parents=True)
+    (stage / "share" / "doc" / "README").write_text("staged\n")
+    (prefix / "share").mkdir()
+    (prefix / "share" / "doc").write_text("a file where the staged folder goes\n")
+    (stage / "bin").mkdir()
+    (stage / "bin" / "tool").write_text("staged\n")
+    (prefix / "bin" / "tool").mkdir(parents=True)  # a folder where a file goes
+    assert [p.as_posix() for p in find_clobbers(stage, prefix)] == [
+        "bin/tool", "lib/libbar.so", "lib/libfoo.so", "share/doc/README"]
+
+
+# -- megabuild=false: a fresh configure per Python ------------------------------------------------
+def test_megabuild_false_configures_afresh_for_another_python(
+        venvs, cpythons, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """The split with one Python, then the pytorch step with megabuild=false for another one
+    (a venv of its own, so the session's venvs stay as gpu_build left them)."""
+    split_version = "3.12" if "3.12" in venvs else sorted(venvs)[-1]
+    version = next(v for v in sorted(venvs) if v != split_version)
+    wheelhouse = harness.fetch_setuptools(venvs[version].parents[2] / "wheelhouse")
+    python = harness.make_venv(cpythons[version], tmp_path / "venv", wheelhouse)
+    src = harness.copy_project(tmp_path / "src")
+    base = harness.base_environ(harness.write_launcher(tmp_path / "launch.sh",
+                                                       tmp_path / "compiles.log"),
+                                core_units=1, core_weight=1)
+    variant = {"cuda_compiler_version": "None", "blas_impl": "generic", "CPU_COUNT": "2",
+               "target_platform": "linux-64", "megabuild": "false"}
+    prefix = tmp_path / "prefix"
+
+    def context(pkg_name: str, step_python: Path, **extra_env: str) -> BuildContext:
+        return BuildContext.create(src, prefix, step_python, {**variant, "PKG_NAME": pkg_name},
+                                   {**base, **extra_env})
+
+    run_step(context("libtorch-split", venvs[split_version]))
+    run_step(context("libtorch", venvs[split_version]))
+    pristine_path = src / "megabuild-stage" / "CMakeCache.pristine.txt"
+    pristine = pristine_path.read_bytes()
+    capsys.readouterr()
+    # a -D the front end passes only when it configures: proof that CMake configured again
+    run_step(context("pytorch", python, MEGATEST_CONFIGURED_FOR=version))
+    log_lines = capsys.readouterr().err.splitlines()
+
+    assert pristine_path.read_bytes() == pristine
+    assert any("(megabuild=false): fresh CMake configure" in line for line in log_lines)
+    assert any(line.endswith(f"configures again against {python}") for line in log_lines)
+    # neither the retarget step nor its "  KEY: old -> new" lines
+    assert not [line for line in log_lines
+                if "megabuild=true" in line or line.startswith("[megabuild]   ")], log_lines
+    cache = CMakeCache.read(src / "build" / "CMakeCache.txt")
+    target = PythonTarget.query(python)
+    assert cache.get("MEGATEST_CONFIGURED_FOR") == version
+    assert cache.get("Python_EXECUTABLE") == str(python)
+    assert cache.get("_Python_INTERPRETER_PROPERTIES") == target.interpreter_properties()
+    assert cache.get("PYTHON_MODULE_EXTENSION") == target.ext_suffix
+    split_root = str(venvs[split_version].parents[1])
+    assert split_root not in (src / "build" / "CMakeCache.txt").read_text()
+    compiles = (tmp_path / "compiles.log").read_text().splitlines()
+    # CMake's compiler checks ran twice: in the split configure and in the fresh one
+    assert sum("CMakeCXXCompilerABI" in line for line in compiles) == 2, compiles
+
+    torch_dir = Path(target.platlib) / "torch"
+    assert sorted(p.name for p in torch_dir.glob("_C*.so")) == [f"_C{target.ext_suffix}"]
+    proc = subprocess.run([str(python), "-c", "import torch; print(torch.compiled_for()); "
+                           "print(torch.self_test())"], capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split()[0] == target.version and float(proc.stdout.split()[1]) > 0
+    files = [p for sub in ("bin", "lib", "include", "share")
+             for p in (torch_dir / sub).rglob("*") if not p.is_dir()]
+    assert len(files) >= 8
+    for path in files:
+        assert path.is_symlink() and path.exists(), path
+        assert prefix.resolve() in path.resolve().parents, path
+    assert (prefix / "lib" / "libtorch_python.so").is_file()
+    assert not (prefix / "lib" / "libtorch_python.so").is_symlink()
+    pycs = [p for top in ("torch", "torchgen") for p in (Path(target.platlib) / top).rglob("*.pyc")]
+    assert pycs and {p.name.split(".")[1] for p in pycs} == {target.pyc_tag}
+
+
+def test_unknown_megabuild_value_is_one_line(broken_setup) -> None:
+    src, stage, pristine, sentinel, context = broken_setup
+    with pytest.raises(MegabuildError, match=r"^megabuild='sometimes' is not a variant value.*"
+                                             r"set it to true or false"):
+        build_pytorch(context(megabuild="sometimes"), SetupPyFrontend())
+    assert (src / "build" / "CMakeCache.txt").read_bytes() == sentinel

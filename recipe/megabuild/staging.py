@@ -2,11 +2,13 @@
 
 The build leaves `build/lib.<platform>-<cache tag>/torch/{bin,lib,include,share}`; the split
 step copies those trees into the stage folder, the libtorch outputs copy the staged trees into
-`$PREFIX`, and the pytorch output turns its own copies of those files into symlinks into
+`$PREFIX` (after `find_clobbers` has found no file of another package that a staged file would
+overwrite), and the pytorch output turns its own copies of those files into symlinks into
 `$PREFIX`. Symbolic links inside the trees (`libfoo.so -> libfoo.so.1`) are kept as links.
 """
 from __future__ import annotations
 
+import filecmp
 import os
 import shutil
 from pathlib import Path
@@ -68,6 +70,32 @@ def copy_tree(src: Path, dst: Path, keep: Callable[[Path], bool] = lambda p: Tru
             shutil.copy2(path, target)
         copied.append(target)
     return copied
+
+
+def _same_entry(staged: Path, existing: Path) -> bool:
+    """Whether installing `staged` over `existing` would leave it as it is."""
+    if staged.is_symlink() or existing.is_symlink():
+        return staged.is_symlink() and existing.is_symlink() and \
+            os.readlink(staged) == os.readlink(existing)
+    return existing.is_file() and filecmp.cmp(staged, existing, shallow=False)
+
+
+def find_clobbers(src: Path, dst: Path) -> list[Path]:
+    """Paths (relative to src, sorted) that copy_tree(src, dst) would replace with other content.
+
+    A file or symlink already in dst with the same bytes (or the same link target) is not a
+    clobber: that is the same step run again. A folder or file where a staged path or one of
+    its parent folders would go is one.
+    """
+    clobbers = []
+    for path in iter_files(src):
+        rel = path.relative_to(src)
+        target = dst / rel
+        blocked_parent = any(os.path.lexists(parent) and not parent.is_dir()
+                             for parent in list(target.parents)[: len(rel.parts) - 1])
+        if blocked_parent or (os.path.lexists(target) and not _same_entry(path, target)):
+            clobbers.append(rel)
+    return sorted(clobbers)
 
 
 def replace_stage(tmp: Path, final: Path) -> None:

@@ -10,19 +10,27 @@
 - `libtorch` -> `install_libtorch`: copies `<stage>/libtorch` into `$PREFIX`.
 - `libtorch-cuda-linalg` -> `install_cuda_linalg`: copies the magma or nomagma library
   (`use_magma`) into `$PREFIX`.
-- `pytorch` (once per Python) -> `build_pytorch`: the pristine cache is retargeted to
-  `ctx.python` (always from the pristine copy, which is never written) and written over
-  `build/CMakeCache.txt`; the front end installs into that interpreter's site-packages (only
+  Both install steps first compare: `$PREFIX` already holds the output's host dependencies, so
+  a staged path that exists there with other content (another package's file) stops the step
+  before anything is copied; identical files (the step run again) are fine.
+- `pytorch` (once per Python) -> `build_pytorch`. With `megabuild=true` (Linux) the pristine
+  cache is retargeted to `ctx.python` (always from the pristine copy, which is never written)
+  and written over `build/CMakeCache.txt`; with `megabuild=false` (elsewhere) nothing is
+  retargeted: `build/CMakeCache.txt` is removed, so the front end configures CMake afresh with
+  the step's environment against `ctx.python` (slower, but no cache surgery). Either way the
+  front end then installs into that interpreter's site-packages (with a retargeted cache only
   Python-dependent code recompiles); libtorch_python is copied to `$PREFIX/lib`; every file
   under `site-packages/torch/{bin,lib,include,share}` that `$PREFIX` has becomes a symlink into
   `$PREFIX` (relative when site-packages is inside `$PREFIX`); `.pyc` files of other Python
   versions are deleted.
 
 A missing precondition (no staged files, no pristine cache, no interpreter, no USE_MAGMA in
-the cache) is a MegabuildError with one line saying which step to run first.
+the cache), a staged file that would clobber another package's file, or an unknown `megabuild`
+value is a MegabuildError with one line saying what to do (e.g. which step to run first).
 """
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from pathlib import Path
@@ -35,9 +43,9 @@ from .errors import MegabuildError
 from .frontend import Frontend, SetupPyFrontend, run_command
 from .python_target import PythonTarget
 from .retarget import retarget_cache
-from .staging import (copy_tree, find_layout_dir, installed_top_levels, is_cuda_linalg_library,
-                      is_python_library, link_into_prefix, remove_foreign_pyc, replace_stage,
-                      LIBTORCH_DIRS)
+from .staging import (copy_tree, find_clobbers, find_layout_dir, installed_top_levels,
+                      is_cuda_linalg_library, is_python_library, link_into_prefix,
+                      remove_foreign_pyc, replace_stage, LIBTORCH_DIRS)
 
 PRISTINE_CACHE = "CMakeCache.pristine.txt"
 LIBTORCH_STAGE = "libtorch"
@@ -155,11 +163,24 @@ def _require_stage(path: Path) -> None:
                              "(the top-level build) first")
 
 
+def install_staged(source: Path, prefix: Path) -> list[Path]:
+    """Copy a staged tree into prefix, refusing before the first copy if any staged file would
+    overwrite a different file there (conda-build's host dependencies live in $PREFIX)."""
+    clobbers = find_clobbers(source, prefix)
+    if clobbers:
+        raise MegabuildError(
+            f"{len(clobbers)} staged file(s) would overwrite different files already in "
+            f"{prefix} (first: {clobbers[0].as_posix()}), which belong to a host dependency; "
+            "build against the channel's copy instead of PyTorch's bundled one (USE_SYSTEM_* / "
+            "BUILD_CUSTOM_PROTOBUF in megabuild/build_env.py); nothing was installed")
+    return copy_tree(source, prefix)
+
+
 def install_libtorch(ctx: BuildContext) -> None:
     source = ctx.stage_dir / LIBTORCH_STAGE
     _require_stage(source)
     with log.step(f"libtorch: install staged files into {ctx.prefix}"):
-        copied = copy_tree(source, ctx.prefix)
+        copied = install_staged(source, ctx.prefix)
         log.info(f"installed {len(copied)} files")
 
 
@@ -168,22 +189,54 @@ def install_cuda_linalg(ctx: BuildContext) -> None:
     source = linalg_stage_dir(ctx, magma)
     _require_stage(source)
     with log.step(f"libtorch-cuda-linalg ({'magma' if magma else 'nomagma'}): install"):
-        copied = copy_tree(source, ctx.prefix)
+        copied = install_staged(source, ctx.prefix)
         log.info(f"installed {', '.join(p.name for p in copied)}")
 
 
-def build_pytorch(ctx: BuildContext, frontend: Frontend) -> None:
-    pristine = pristine_cache_path(ctx)
-    if not pristine.is_file():
-        raise MegabuildError(f"no pristine cache at {pristine}; run the libtorch-split step "
-                             "(the top-level build) first")
-    target = PythonTarget.query(ctx.python, ctx.env)
-    with log.step(f"pytorch: retarget the cache to Python {target.version}"):
-        cache = CMakeCache.read(pristine)
+def megabuild_enabled(ctx: BuildContext) -> bool:
+    """The `megabuild` variant value (absent means true, the Linux default)."""
+    value = ctx.variant.get("megabuild", "true").strip().lower()
+    if value not in ("true", "false"):
+        raise MegabuildError(f"megabuild={value!r} is not a variant value the driver knows; "
+                             "set it to true or false in recipe/conda_build_config.yaml")
+    return value == "true"
+
+
+def _retarget_split_cache(ctx: BuildContext, frontend: Frontend, target: PythonTarget) -> None:
+    """megabuild=true: the split build's cache, retargeted from the pristine copy."""
+    with log.step(f"pytorch (megabuild=true): retarget the split build's cache to Python "
+                  f"{target.version}"):
+        cache = CMakeCache.read(pristine_cache_path(ctx))
         changes = retarget_cache(cache, target)
         for change in changes:
             log.info(f"  {change.key}: {change.old} -> {change.new}")
         cache.write(frontend.build_dir(ctx) / "CMakeCache.txt")
+
+
+def _configure_fresh(ctx: BuildContext, frontend: Frontend, target: PythonTarget) -> None:
+    """megabuild=false: drop the build tree's cache so the front end configures CMake again,
+    with this step's environment and ctx.python (the pristine copy is never touched)."""
+    cache_path = frontend.build_dir(ctx) / "CMakeCache.txt"
+    with log.step(f"pytorch (megabuild=false): fresh CMake configure for Python "
+                  f"{target.version}, no retargeting"):
+        if os.path.lexists(cache_path):
+            cache_path.unlink()
+            log.info(f"removed {cache_path}; the install configures again against {ctx.python}")
+        else:
+            log.info(f"no {cache_path}; the install configures against {ctx.python}")
+
+
+def build_pytorch(ctx: BuildContext, frontend: Frontend) -> None:
+    retarget = megabuild_enabled(ctx)
+    pristine = pristine_cache_path(ctx)
+    if retarget and not pristine.is_file():
+        raise MegabuildError(f"no pristine cache at {pristine}; run the libtorch-split step "
+                             "(the top-level build) first")
+    target = PythonTarget.query(ctx.python, ctx.env)
+    if retarget:
+        _retarget_split_cache(ctx, frontend, target)
+    else:
+        _configure_fresh(ctx, frontend, target)
     with log.step(f"pytorch: build and install for Python {target.version}"):
         _wait_past_install_granularity(frontend.build_dir(ctx))
         frontend.install(ctx)
