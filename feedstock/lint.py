@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from .ci_jobs import CiJob, platform_jobs
 from .ci_support import compare, expected_files

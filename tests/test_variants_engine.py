@@ -4,7 +4,6 @@ config files -> per-platform spec (selectors applied) -> full matrix -> used key
 """
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
