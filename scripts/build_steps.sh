@@ -36,6 +36,12 @@ if [[ ! -f "${CONFIG_FILE}" ]]; then
     echo "build_steps.sh: config file ${CONFIG_FILE} not found" >&2
     exit 2
 fi
+upload="${UPLOAD_PACKAGES:-False}"
+if [[ "${upload}" == True && -z "${ANACONDA_API_TOKEN:-${BINSTAR_TOKEN:-}}" ]]; then
+    # checked before anything is installed or built: a build takes hours
+    echo "build_steps.sh: UPLOAD_PACKAGES=True but no BINSTAR_TOKEN/ANACONDA_API_TOKEN; set one or build without uploading" >&2
+    exit 3
+fi
 mkdir -p "${ARTIFACTS}"
 channel_args=()
 IFS=',' read -r -a channels <<< "${CHANNEL_SOURCES:-conda-forge}"
@@ -87,7 +93,7 @@ if [[ "${NATIVE}" != 1 ]]; then
         installer=mamba
     fi
     tools=(conda-build conda-index)
-    if [[ "${UPLOAD_PACKAGES:-False}" == True ]]; then
+    if [[ "${upload}" == True ]]; then
         tools+=(anaconda-client)
     fi
     "${installer}" install --name base --yes --quiet --override-channels ${channel_args[@]+"${channel_args[@]}"} \
@@ -113,6 +119,11 @@ if [[ "${BUILD_WITH_CONDA_DEBUG:-0}" == 1 ]]; then
     exec /bin/bash -i
 fi
 
+if [[ "${upload}" == True ]] && ! command -v anaconda >/dev/null 2>&1; then
+    echo "build_steps.sh: uploading needs anaconda-client (conda install anaconda-client) or build without uploading" >&2
+    exit 3
+fi
+
 step "build recipe"
 rm -f "${ARTIFACTS}/${DONE_MARKER}"   # a stale marker must not survive a failed rebuild
 if [[ "${BUILD_TOOL}" == rattler-build ]]; then
@@ -123,17 +134,9 @@ else
         --override-channels ${channel_args[@]+"${channel_args[@]}"} --suppress-variables ${clobber[@]+"${clobber[@]}"} ${extra[@]+"${extra[@]}"}
 fi
 
-if [[ "${UPLOAD_PACKAGES:-False}" == True ]]; then
+if [[ "${upload}" == True ]]; then
     step "upload packages"
     token="${ANACONDA_API_TOKEN:-${BINSTAR_TOKEN:-}}"
-    if [[ -z "${token}" ]]; then
-        echo "build_steps.sh: UPLOAD_PACKAGES=True but no BINSTAR_TOKEN/ANACONDA_API_TOKEN" >&2
-        exit 3
-    fi
-    if ! command -v anaconda >/dev/null 2>&1; then
-        echo "build_steps.sh: uploading needs anaconda-client (conda install anaconda-client)" >&2
-        exit 3
-    fi
     packages=()
     while IFS= read -r package; do
         packages+=("${package}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -82,6 +83,39 @@ def test_build_steps_upload_needs_token(fs):
     assert proc.returncode == 3
     assert "no BINSTAR_TOKEN" in proc.stderr
     assert not fs.marker(CPU_MKL).exists()
+    assert conda_calls(fs) == []          # refused before hours of building, not after
+
+
+def _fake_anaconda(fs) -> Path:
+    """An `anaconda` client that records its arguments and the token it was given."""
+    calls = fs.root.parent / "anaconda-calls.txt"
+    client = fs.bin_dir / "anaconda"
+    client.write_text(f'#!/bin/sh\necho "$ANACONDA_API_TOKEN $*" >> "{calls}"\n')
+    client.chmod(0o755)
+    return calls
+
+
+def test_build_steps_upload_without_client_stops_before_the_build(fs):
+    proc = run_steps(fs, UPLOAD_PACKAGES="True", BINSTAR_TOKEN="tok",
+                     PATH=f"{fs.bin_dir}:/usr/bin:/bin")
+    assert proc.returncode == 3
+    assert "uploading needs anaconda-client" in proc.stderr
+    assert [c["argv"][0] for c in conda_calls(fs)] == ["install"]   # no build ran
+    assert conda_calls(fs)[0]["argv"][-1] == "anaconda-client"      # it was asked for
+    assert not fs.marker(CPU_MKL).exists()
+
+
+def test_build_steps_upload_sends_the_built_packages(fs):
+    calls = _fake_anaconda(fs)
+    proc = run_steps(fs, UPLOAD_PACKAGES="True", BINSTAR_TOKEN="tok")
+    assert proc.returncode == 0, proc.stderr
+    artifacts = fs.artifacts
+    assert calls.read_text().splitlines() == [
+        f"tok upload --skip-existing {artifacts}/linux-64/libtorch-2.13.0-h0_0.conda"]
+    commands = [c["argv"][0] + (" --output" if "--output" in c["argv"] else "")
+                for c in conda_calls(fs)]
+    assert commands == ["install", "build", "build --output", "index", "index"]
+    assert fs.marker(CPU_MKL).exists()
 
 
 def native_env(fs, **extra):
