@@ -15,7 +15,7 @@ from .errors import EXIT_USAGE, LocalBuildError
 from .overrides import parse_overrides
 from .plan import MARKER_PREFIX, Options, default_cpu_count, make_plan
 from .selection import apply_filters, compile_filters, menu, select
-from .tokens import UPLOAD_TOKENS
+from .tokens import UPLOAD_CREDENTIALS
 
 DESCRIPTION = """\
 Build the feedstock's .ci_support configs locally: Linux configs in their Docker (or Podman)
@@ -163,7 +163,7 @@ def _main(root: Path, args: argparse.Namespace) -> int:
         ci=environ.get("CI", ""), extra_run_args=tuple(engines.extra_run_arguments(environ)),
         stdin_is_tty=interactive, emulate=args.emulate,
         stamp=f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")  # unique container names
-    if args.upload and not any(environ.get(k) for k in UPLOAD_TOKENS):
+    if args.upload and not any(environ.get(k) for k in UPLOAD_CREDENTIALS):
         raise LocalBuildError("--upload needs BINSTAR_TOKEN or ANACONDA_API_TOKEN in the "
                               "environment", EXIT_USAGE)
     plans = [make_plan(config(name), options, environ) for name in chosen]

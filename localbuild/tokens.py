@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 UPLOAD_TOKENS = ("BINSTAR_TOKEN", "ANACONDA_API_TOKEN", "STAGING_BINSTAR_TOKEN")
+# The ones scripts/build_steps.sh uploads with; --upload needs one of them.
+UPLOAD_CREDENTIALS = ("BINSTAR_TOKEN", "ANACONDA_API_TOKEN")
 # Never passed on unless uploading is asked for (and then only the upload tokens).
 SECRET_VARIABLES = frozenset(UPLOAD_TOKENS + (
     "FEEDSTOCK_TOKEN", "GITHUB_TOKEN", "GH_TOKEN", "ANACONDA_TOKEN", "PREFIX_API_KEY",

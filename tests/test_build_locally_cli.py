@@ -253,6 +253,16 @@ def test_bad_override_values(fs, args, words):
     assert words in one_error_line(proc)
 
 
+def test_upload_with_only_the_staging_token_is_refused(fs):
+    """build_steps.sh uploads with BINSTAR_TOKEN/ANACONDA_API_TOKEN only; a staging token
+    alone would pass here and fail after the whole build."""
+    proc = fs.run(CUDA129, "--upload", "--min-free-gb", "0",
+                  env=fs.env(STAGING_BINSTAR_TOKEN="staging-secret"))
+    assert proc.returncode == 2, proc.stdout
+    assert "--upload needs BINSTAR_TOKEN or ANACONDA_API_TOKEN" in one_error_line(proc)
+    assert fs.runs() == []
+
+
 def test_debug_needs_exactly_one_config(fs):
     proc = fs.run("--all", "--filter", "linux", "--debug")
     assert proc.returncode == 2
