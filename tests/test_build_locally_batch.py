@@ -12,7 +12,8 @@ import zipfile
 import pytest
 import yaml
 
-from build_locally_support import CPU_IMAGE, CUDA_IMAGE, TOKENS, make_feedstock, option_values
+from build_locally_support import (CPU_IMAGE, CUDA_IMAGE, TOKENS, install_fake_conda, make_feedstock,
+                                   option_values, read_jsonl)
 
 CUDA129 = "linux_64_blas_implmklcuda_compiler_version12.9"
 CUDA130 = "linux_64_blas_implmklcuda_compiler_version13.0"
@@ -348,3 +349,41 @@ def test_unwritable_build_artifacts_fails_the_config_in_one_line(fs):
     assert proc.returncode == 1
     assert "failed: cannot write" in proc.stdout and fs.runs() == []
     assert "Traceback" not in proc.stderr
+
+
+def test_container_runs_the_real_build_steps(fs, tmp_path):
+    """Only the engine is fake: its `run` executes the container's command on this host with
+    the mounts mapped, so build-locally.py -> `docker run` -> scripts/build_steps.sh -> conda
+    (tests/fake_docker/fake_conda.py) runs for real, environment and paths included."""
+    install_fake_conda(fs.bin_dir)
+    conda_log = tmp_path / "conda-calls.jsonl"
+    cache = tmp_path / "ccache-dir"
+    env = fs.env(FAKE_DOCKER_PLAN=plan(**{"*": "exec"}), FAKE_CONDA_LOG=str(conda_log),
+                 FAKE_CONDA_BUILD_FAIL=CUDA129)
+    proc = fs.run(CUDA129, CPU_MKL, "--python", "3.12", "--ccache", str(cache), "--jobs", "2",
+                  "--min-free-gb", "0", env=env)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    rows = summary_rows(proc.stdout)
+    assert rows[CUDA129][0] == "failed (exit 1)" and rows[CPU_MKL][0] == "ok"
+    assert rows[CPU_MKL][2] == "2"
+    assert "compilation failed" in (fs.artifacts / f"{CUDA129}-devpy312-log.txt").read_text()
+    assert not (fs.artifacts / f"conda-forge-build-done-{CUDA129}-devpy312").exists()
+    assert (fs.artifacts / f"conda-forge-build-done-{CPU_MKL}-devpy312").exists()
+    assert f"[2/2 {CPU_MKL}] step: index build_artifacts" in proc.stdout
+
+    calls = read_jsonl(conda_log)
+    by_config = {}
+    for call in calls:
+        by_config.setdefault(call["env"]["CONFIG"], []).append(call)
+    assert [c["argv"][0] for c in by_config[CUDA129]] == ["install", "build"]   # stopped there
+    assert [c["argv"][0] for c in by_config[CPU_MKL]] == ["install", "build", "index", "index"]
+    build = by_config[CPU_MKL][1]
+    derived = fs.artifacts / "localbuild" / f"{CPU_MKL}-devpy312.yaml"
+    assert build["argv"][:4] == ["build", str(fs.root / "recipe"), "-m", str(derived)]
+    assert build["config_python"] == ["3.12.* *_cpython"]        # the derived config was read
+    assert build["env"]["CCACHE_DIR"] == str(cache)               # the mounted cache folder
+    assert build["env"]["FEEDSTOCK_MAX_JOBS"] == "2"
+    assert build["env"]["FEEDSTOCK_DEV_TAG"] == "py312"
+    assert build["env"]["CONDA_PKGS_DIRS"] == f"{fs.artifacts}/pkg_cache"
+    assert not any(c["marker_exists"] for c in calls)
+    assert (fs.artifacts / "linux-64" / "repodata.json").is_file()

@@ -3,7 +3,8 @@ and `build-locally.py --native`; no conda channel is reachable here.
 
 Each call appends a JSON record to $FAKE_CONDA_LOG: {"argv": [...], "marker_exists": bool,
 "env": {CONDA_PKGS_DIRS, CONDA_BLD_PATH, CCACHE_DIR, FEEDSTOCK_*}, "config_python": [...]}.
-`conda build` writes two packages into --output-folder (exit 1 if FAKE_CONDA_BUILD_FAIL=1);
+`conda build` writes two packages into --output-folder (exit 1 if FAKE_CONDA_BUILD_FAIL is 1
+or the name in $CONFIG);
 `conda index DIR` writes DIR/<subdir>/repodata.json for the subdirs that hold packages.
 """
 from __future__ import annotations
@@ -40,7 +41,8 @@ def main(argv: list[str]) -> int:
             print(Path(value_after(args, "--output-folder"), "linux-64", "libtorch-2.13.0-h0_0.conda"))
             return 0
         print("fake conda-build: compiling ...", flush=True)
-        if os.environ.get("FAKE_CONDA_BUILD_FAIL") == "1":
+        fail = os.environ.get("FAKE_CONDA_BUILD_FAIL", "")
+        if fail and fail in ("1", os.environ.get("CONFIG")):
             print("fake conda-build: error: compilation failed", flush=True)
             return 1
         out = Path(value_after(args, "--output-folder")) / "linux-64"

@@ -15,6 +15,10 @@ Behaviour is chosen by environment variables:
       sleep     write $FAKE_DOCKER_READY, then sleep (for Ctrl-C tests); SIGTERM exits 143
       daemon    like succeed, but leaves a background process (pid in $FAKE_DOCKER_READY)
                 holding stdout open, as a compiler server started by a build can
+      exec      run the container's command for real on this host, as a bind mount would
+                see it: container paths of the -v mounts in the command and the -e values
+                become their host paths, and the environment is the -e values plus PATH,
+                HOME and FAKE_CONDA_* (so scripts/build_steps.sh runs with tests' fake conda)
   FAKE_DOCKER_RECORD_ENV=A,B   client environment variables to record (values)
 """
 from __future__ import annotations
@@ -68,6 +72,37 @@ def feedstock_mount(options: list[tuple[str, str | None]]) -> Path | None:
     return None
 
 
+def mount_pairs(options: list[tuple[str, str | None]]) -> list[tuple[str, str]]:
+    """(container path, host path) of each -v mount, longest container path first."""
+    pairs = []
+    for name, value in options:
+        if name in ("-v", "--volume") and value:
+            host, target = value.split(":")[:2]
+            pairs.append((target, host))
+    return sorted(pairs, key=lambda pair: -len(pair[0]))
+
+
+def to_host(text: str, pairs: list[tuple[str, str]]) -> str:
+    for target, host in pairs:
+        if text == target or text.startswith(target + "/"):
+            return host + text[len(target):]
+    return text
+
+
+def exec_command(parsed: dict, env: dict[str, str]) -> int:
+    """Run the container's command on the host with the mounts mapped (see the `exec` action)."""
+    import subprocess
+
+    pairs = mount_pairs(parsed["options"])
+    child_env = {k: v for k, v in os.environ.items()
+                 if k in ("PATH", "HOME", "LANG") or k.startswith("FAKE_CONDA")}
+    child_env.update({key: to_host(value, pairs) for key, value in env.items()})
+    # build_steps.sh defaults these to the mount points, which exist only in a container
+    child_env.setdefault("FEEDSTOCK_ROOT", to_host(FEEDSTOCK_TARGET, pairs))
+    child_env.setdefault("RECIPE_ROOT", to_host("/home/conda/recipe_root", pairs))
+    return subprocess.call([to_host(arg, pairs) for arg in parsed["command"]], env=child_env)
+
+
 def record(entry: dict) -> None:
     log = os.environ.get("FAKE_DOCKER_LOG")
     if not log:
@@ -82,6 +117,8 @@ def do_run(parsed: dict, env: dict[str, str]) -> int:
     action = plan.get(config, plan.get("*", "succeed"))
     root = feedstock_mount(parsed["options"])
     print(f"fake engine: running {config} in {parsed['image']} ({action})", flush=True)
+    if action == "exec":
+        return exec_command(parsed, env)
     print("::build-locally-step:: configure conda", flush=True)
     if action == "fail":
         print("::build-locally-step:: build recipe", flush=True)
