@@ -172,17 +172,11 @@ class _Parser:
 
     def scalar(self, text: str, line: _Line) -> Any:
         text = text.strip()
-        if text.startswith("'"):
-            value, end = _single_quoted(text)
+        if text[:1] in ("'", '"'):
+            quote = text[0]
+            value, end = (_single_quoted if quote == "'" else _double_quoted)(text)
             if end is None:
-                raise self.error(line, "unterminated 'quoted' string")
-            if text[end:].strip():
-                raise self.error(line, f"unexpected text after quoted string: {text[end:].strip()!r}")
-            return value
-        if text.startswith('"'):
-            value, end = _double_quoted(text)
-            if end is None:
-                raise self.error(line, 'unterminated "quoted" string')
+                raise self.error(line, f"unterminated {quote}quoted{quote} string")
             if text[end:].strip():
                 raise self.error(line, f"unexpected text after quoted string: {text[end:].strip()!r}")
             return value

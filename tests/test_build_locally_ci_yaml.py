@@ -58,7 +58,10 @@ def test_matches_pyyaml(text):
 
 @pytest.mark.parametrize("text, line, words", [
     ("a:\n- x\n  - y\n", 3, "unexpected indentation"),
-    ("a:\n- 'x\n", 2, "unterminated"),
+    ("a:\n- 'x\n", 2, "unterminated 'quoted' string"),
+    ('a:\n- "x\n', 2, 'unterminated "quoted" string'),
+    ("a:\n- 'x' y\n", 2, "unexpected text after quoted string: 'y'"),
+    ('a:\n- "x" y\n', 2, "unexpected text after quoted string: 'y'"),
     ("a:\n\t- x\n", 2, "tab"),
     ("a: &anchor\n", 1, "anchors"),
     ("a:\n- x\na:\n- y\n", 3, "duplicate key 'a'"),
