@@ -32,8 +32,9 @@ Example: python -m feedstock render linux_64_blas_implmkl... --json"""
 LINT_HELP = """\
 Check the recipe: every selector parses and names known things, every patch listed in
 meta.yaml exists and every file under recipe/patches is listed, zip_keys groups have equal
-lengths on every platform, every output has a test, .ci_support/ is current, and build
-strings are unique across the matrix. Prints one line per finding; exit 1 if any."""
+lengths on every platform, every output has a test and no test command negated with '!'
+(conda-build's set -e ignores it), .ci_support/ is current, and build strings are unique
+across the matrix. Prints one line per finding; exit 1 if any."""
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -97,6 +97,22 @@ def check_tests(matrices: list[PlatformMatrix]) -> list[str]:
             f"{', '.join(sorted(platforms))}" for name, platforms in sorted(untested.items())]
 
 
+def check_test_commands(matrices: list[PlatformMatrix]) -> list[str]:
+    """Test commands that can never fail: conda-build runs them under ``set -e``, which ignores
+    the status of a command negated with ``!`` (``! grep -q x f`` passes whatever grep finds)."""
+    vacuous: dict[tuple[str, str], set[str]] = {}
+    for matrix in matrices:
+        for use in matrix.built:
+            for output in use.outputs:
+                for command in (output.data.get("test") or {}).get("commands") or []:
+                    text = str(command).strip()
+                    if text.startswith("!") and text[1:2].isspace():
+                        vacuous.setdefault((output.name, text), set()).add(matrix.platform.subdir)
+    return [f"recipe/meta.yaml: output '{name}' test command [{text}] cannot fail (set -e ignores '!'); "
+            f"write: if CMD; then exit 1; fi ({', '.join(sorted(platforms))})"
+            for (name, text), platforms in sorted(vacuous.items())]
+
+
 def check_build_strings(feedstock: Feedstock, jobs: list[CiJob]) -> list[str]:
     """No two jobs (or two variants of one job) may produce the same package file."""
     findings = []
@@ -137,6 +153,7 @@ def lint(root: Path) -> list[str]:
     findings += check_selectors(feedstock, variant_keys)
     findings += check_patches(feedstock, matrices)
     findings += check_tests(matrices)
+    findings += check_test_commands(matrices)
     jobs = [job for matrix in matrices for job in platform_jobs(feedstock, matrix)]
     drift = compare(feedstock.ci_support, expected_files(jobs))
     pinning = feedstock.pinning_file

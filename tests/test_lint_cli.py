@@ -52,6 +52,19 @@ def test_output_without_test(feedstock_copy):
     assert "output 'pytorch-cpu' has no test" in proc.stdout
 
 
+def test_negated_test_command_cannot_fail(feedstock_copy):
+    meta = feedstock_copy / "recipe" / "meta.yaml"
+    text = meta.read_text()
+    anchor = "        - test -f $PREFIX/lib/libtorch_cuda_linalg.so\n"
+    assert anchor in text
+    meta.write_text(text.replace(anchor, anchor + '        - "! grep -q libmagma $PREFIX/lib/libtorch_cuda_linalg.so"\n', 1))
+    proc = lint(feedstock_copy)
+    assert proc.returncode == 1
+    assert ("output 'libtorch-cuda-linalg' test command [! grep -q libmagma $PREFIX/lib/libtorch_cuda_linalg.so] "
+            "cannot fail") in proc.stdout
+    assert "linux-64" in proc.stdout
+
+
 def test_unparseable_and_unknown_selectors(feedstock_copy):
     meta = feedstock_copy / "recipe" / "meta.yaml"
     text = meta.read_text()
