@@ -69,13 +69,21 @@ class Feedstock:
 
         names = [name for name in DEFAULT_PLATFORMS if enabled(providers.get(name, "default"))]
         for name, provider in providers.items():
-            if enabled(provider) and "_" in name and name not in names:
+            if enabled(provider) and "_" in str(name) and name not in names:
                 names.append(name)
-        return [Platform.from_name(name) for name in names]
+        return [_known_platform(str(name), "provider") for name in names]
 
     def build_platform(self, platform: Platform) -> Platform:
         mapping = self.forge_config.get("build_platform") or {}
-        return Platform.from_name(mapping.get(platform.name, platform.name))
+        return _known_platform(str(mapping.get(platform.name, platform.name)), "build_platform")
+
+
+def _known_platform(name: str, section: str) -> Platform:
+    platform = Platform.from_name(name)
+    if not platform.is_known:
+        raise FeedstockError(f"conda-forge.yml: {section} names unknown platform '{name}'; "
+                             "use names like linux_64, linux_aarch64, osx_arm64")
+    return platform
 
 
 def load_feedstock(root: Path) -> Feedstock:
@@ -91,6 +99,11 @@ def load_feedstock(root: Path) -> Feedstock:
             config = yaml.safe_load(forge_yml.read_text()) or {}
         except yaml.YAMLError as err:
             raise FeedstockError(f"conda-forge.yml is not valid YAML ({getattr(err, 'problem', err)}); fix it")
+    if not isinstance(config, dict):
+        raise FeedstockError("conda-forge.yml must be a mapping of settings (e.g. provider: {linux_64: ...}); fix it")
+    for section in ("provider", "build_platform"):
+        if not isinstance(config.get(section) or {}, dict):
+            raise FeedstockError(f"conda-forge.yml: {section} must be a mapping of platform names; fix it")
     feedstock = Feedstock(root=root, forge_config=config)
     if not feedstock.meta_yaml.is_file():
         raise FeedstockError(f"{feedstock.meta_yaml} not found; the recipe must live in recipe/")

@@ -46,6 +46,10 @@ class Platform:
         os_part, _, arch = name.partition("_")
         return cls(f"{os_part}-{arch}")
 
+    @property
+    def is_known(self) -> bool:
+        return self.subdir in KNOWN_SUBDIRS
+
 
 def _as_selector_value(value: Any) -> Any:
     """Variant values are strings; selectors compare numbers and booleans (conda-build converts)."""

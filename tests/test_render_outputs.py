@@ -166,3 +166,16 @@ def test_unknown_config_is_one_line_with_suggestions():
     assert "linux_64_blas_implmklc_stdlib_version2.17cuda_compiler_version12.9" in lines[0]
     with pytest.raises(FeedstockError, match="not found"):
         render_ci_config(REPO_ROOT, "osx_64_")
+
+
+@pytest.mark.parametrize("value", ["linux-64", "[]", "[linux-64, osx-arm64]", "[linux64]"])
+def test_malformed_target_platform_is_one_line(tmp_path, value):
+    job_file = tmp_path / "broken.yaml"
+    job_file.write_text((REPO_ROOT / ".ci_support" / f"{CONFIGS[0]}.yaml").read_text()
+                        .replace("target_platform:\n- linux-64\n", f"target_platform: {value}\n"))
+    assert f"target_platform: {value}" in job_file.read_text()
+    proc = run_feedstock_cli("render", str(job_file))
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: broken.yaml: target_platform must be a one-item list"), \
+        proc.stderr

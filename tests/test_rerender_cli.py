@@ -117,6 +117,20 @@ def test_invalid_yaml_and_not_a_feedstock(feedstock_copy, tmp_path):
     assert not (empty / ".ci_support").exists()
 
 
+def test_malformed_conda_forge_yml_is_one_line_and_nothing_written(feedstock_copy):
+    forge = feedstock_copy / "conda-forge.yml"
+    original = forge.read_text()
+    for text, needles in (("- linux_64\n", ("conda-forge.yml must be a mapping",)),
+                          ("provider: [linux_64]\n", ("provider must be a mapping",)),
+                          (original.replace("provider:\n", "provider:\n  foo_bar: default\n", 1),
+                           ("provider names unknown platform 'foo_bar'",))):
+        forge.write_text(text)
+        for args in (("rerender",), ("rerender", "--check"), ("lint",)):
+            proc = run_feedstock_cli(*args, root=feedstock_copy)
+            assert proc.returncode == 2, (args, proc.stdout, proc.stderr)
+            _assert_clean_failure(proc, feedstock_copy, *needles)
+
+
 def test_help_explains_every_subcommand():
     top = run_feedstock_cli("--help")
     assert top.returncode == 0
