@@ -103,8 +103,25 @@ def render_recipe_text(raw: str, platform: Platform, variant: Mapping[str, Any],
                              f"{platform.subdir} ({getattr(err, 'problem', err)}); check quoting and indentation")
     if not isinstance(top, dict):
         raise FeedstockError("recipe/meta.yaml: does not render to a mapping")
+    if not isinstance(top.get("outputs") or [], list):
+        raise FeedstockError(f"recipe/meta.yaml: outputs must be a list of mappings on {platform.subdir}; "
+                             "fix the recipe")
     outputs = [o for o in (top.get("outputs") or []) if isinstance(o, dict)]
+    _check_build_numbers(top, outputs, platform)
     return RecipeVariantRender(top=top, outputs=outputs, namespace=namespace)
+
+
+def _check_build_numbers(top: dict, outputs: list[dict], platform: Platform) -> None:
+    """Build numbers are non-negative integers (later steps add to them and sort by them)."""
+    owners = [("the top level", top)] + [(f"output '{o.get('name')}'", o) for o in outputs]
+    for owner, data in owners:
+        build = data.get("build")
+        number = build.get("number") if isinstance(build, dict) else None
+        valid = ((isinstance(number, int) and not isinstance(number, bool) and number >= 0)
+                 or (isinstance(number, str) and number.strip().isdigit()))
+        if number is not None and not valid:
+            raise FeedstockError(f"recipe/meta.yaml: build/number of {owner} is {number!r} on "
+                                 f"{platform.subdir}; it must be a non-negative integer")
 
 
 def read_recipe(recipe_dir: Path) -> str:

@@ -179,3 +179,20 @@ def test_malformed_target_platform_is_one_line(tmp_path, value):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: broken.yaml: target_platform must be a one-item list"), \
         proc.stderr
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ("\n  number: {{ build }}\n", "\n  number: abc\n", "build/number of the top level is 'abc'"),
+    ("\noutputs:\n", "\noutputs: 5\nnot_outputs:\n", "outputs must be a list of mappings"),
+])
+def test_malformed_recipe_is_one_line(feedstock_copy, old, new, message):
+    meta = feedstock_copy / "recipe" / "meta.yaml"
+    text = meta.read_text()
+    assert text.count(old) == 1
+    meta.write_text(text.replace(old, new))
+    for args in (("render", CONFIGS[0]), ("rerender", "--check")):
+        proc = run_feedstock_cli(*args, root=feedstock_copy)
+        assert proc.returncode == 2, (args, proc.stderr)
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: recipe/meta.yaml: ") and message in lines[0], \
+            proc.stderr
