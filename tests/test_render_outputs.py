@@ -168,6 +168,14 @@ def test_unknown_config_is_one_line_with_suggestions():
         render_ci_config(REPO_ROOT, "osx_64_")
 
 
+def test_suggestions_stay_on_the_typed_platform():
+    # the README's example: a truncated linux-64 name must not suggest another platform's job
+    with pytest.raises(FeedstockError) as err:
+        render_ci_config(REPO_ROOT, "linux_64_cud")
+    suggested = str(err.value).split("did you mean ", 1)[1].rstrip("?").split(", ")
+    assert len(suggested) == 3 and all(name.startswith("linux_64_") for name in suggested), suggested
+
+
 @pytest.mark.parametrize("value", ["linux-64", "[]", "[linux-64, osx-arm64]", "[linux64]"])
 def test_malformed_target_platform_is_one_line(tmp_path, value):
     job_file = tmp_path / "broken.yaml"
