@@ -83,14 +83,15 @@ def _build_string(output: dict[str, Any], number: int, hash_: str, variant: dict
     return f"{prefix}{hash_}_{number}"
 
 
-_NEEDS_STAR = re.compile(r"([\w\d\.\-\_]+)\s+((?<![><=])[\w\d\.\-\_]+?(?!\*))(\s+[\w\d\.\_]+)?$")
+_PLAIN_VERSION = re.compile(r"[\w.-]+")
 
 
 def _valid_spec(spec: str) -> str:
-    """A bare version pin becomes a prefix match (``zlib 1.3`` -> ``zlib 1.3.*``), as in conda-build."""
-    match = _NEEDS_STAR.match(spec)
-    if match and not match.group(3) and "*" not in spec:
-        return _NEEDS_STAR.sub(r"\1 \2.*", spec)
+    """A bare version pin becomes a prefix match (``zlib 1.3`` -> ``zlib 1.3.*``), as conda-build
+    does; specs with an operator, a wildcard or a build string stay as they are."""
+    parts = spec.split()
+    if len(parts) == 2 and _PLAIN_VERSION.fullmatch(parts[0]) and _PLAIN_VERSION.fullmatch(parts[1]):
+        return f"{parts[0]} {parts[1]}.*"
     return spec
 
 

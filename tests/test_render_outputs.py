@@ -204,3 +204,14 @@ def test_malformed_recipe_is_one_line(feedstock_copy, old, new, message):
         lines = proc.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error: recipe/meta.yaml: ") and message in lines[0], \
             proc.stderr
+
+
+def test_variant_pins_become_prefix_matches_as_in_conda_build(rendered):
+    # "- libabseil" with the pinning's 20260526 renders as a prefix match; a pin that already has
+    # a wildcard and a build string (libblas 3.9.* *netlib) is kept as it is
+    pins = yaml.safe_load((REPO_ROOT / "pinning.yaml").read_text())
+    config = next(c for c in CONFIGS if "blas_implgeneric" in c and "gpu_backendcpu" in c)
+    host = next(o for o in rendered[config] if o.name == "libtorch").requirements["host"]
+    assert f"libabseil {pins['libabseil'][0]}.*" in host
+    assert f"libprotobuf {pins['libprotobuf'][0]}.*" in host
+    assert f"libblas {pins['libblas'][0]}" in host and pins["libblas"][0].endswith("*netlib")
