@@ -365,9 +365,14 @@ def test_command_line_prints_one_error_line(broken_setup, tmp_path: Path) -> Non
 
 
 # -- CPU variant ---------------------------------------------------------------------------------
-def test_cpu_variant_has_no_cuda_outputs(venvs, tmp_path_factory) -> None:
-    two = dict(list(venvs.items())[:2])
-    run = harness.run_megabuild(two, tmp_path_factory.mktemp("megabuild-cpu"), gpu=False)
+def test_cpu_variant_has_no_cuda_outputs(venvs, cpythons, tmp_path_factory) -> None:
+    # venvs of its own: the pytorch steps install into them, and the session's venvs must
+    # keep what gpu_build installed (other tests inspect their site-packages)
+    work = tmp_path_factory.mktemp("megabuild-cpu")
+    versions = list(venvs)[:2]
+    wheelhouse = harness.fetch_setuptools(venvs[versions[0]].parents[2] / "wheelhouse")
+    two = {v: harness.make_venv(cpythons[v], work / f"venv-{v}", wheelhouse) for v in versions}
+    run = harness.run_megabuild(two, work / "build", gpu=False)
     assert "magma" not in run.phases
     assert not (run.stage / "cuda-linalg").exists()
     assert sorted(p.name for p in (run.stage / "libtorch" / "lib").iterdir()) == [
@@ -548,6 +553,23 @@ def test_megabuild_false_configures_afresh_for_another_python(
     assert not (prefix / "lib" / "libtorch_python.so").is_symlink()
     pycs = [p for top in ("torch", "torchgen") for p in (Path(target.platlib) / top).rglob("*.pyc")]
     assert pycs and {p.name.split(".")[1] for p in pycs} == {target.pyc_tag}
+
+
+@pytest.mark.parametrize("value", ["ture", "", None])
+def test_unknown_use_magma_value_installs_nothing(gpu_build, tmp_path: Path, value) -> None:
+    """A typo must not silently install the nomagma library into the magma package."""
+    variant = {**gpu_build.variant, "PKG_NAME": "libtorch-cuda-linalg"}
+    variant.pop("use_magma")
+    if value is not None:
+        variant["use_magma"] = value
+    prefix = tmp_path / "prefix"
+    ctx = BuildContext.create(gpu_build.src, prefix, gpu_build.venvs[gpu_build.split_version],
+                              variant, gpu_build.base, gpu_build.stage)
+    with pytest.raises(MegabuildError, match=r"^use_magma=.* is not a variant value.*true or "
+                                             r"false") as info:
+        run_step(ctx)
+    assert "\n" not in str(info.value)
+    assert not prefix.exists()
 
 
 def test_unknown_megabuild_value_is_one_line(broken_setup) -> None:

@@ -26,7 +26,8 @@
 
 A missing precondition (no staged files, no pristine cache, no interpreter, no USE_MAGMA in
 the cache), a staged file that would clobber another package's file, or an unknown `megabuild`
-value is a MegabuildError with one line saying what to do (e.g. which step to run first).
+or `use_magma` value is a MegabuildError with one line saying what to do (e.g. which step to
+run first).
 """
 from __future__ import annotations
 
@@ -184,8 +185,21 @@ def install_libtorch(ctx: BuildContext) -> None:
         log.info(f"installed {len(copied)} files")
 
 
+def use_magma(ctx: BuildContext) -> bool:
+    """The `use_magma` variant value; anything else is an error, since guessing would ship
+    one flavour's library under the other flavour's name."""
+    value = ctx.variant.get("use_magma", "").strip().lower()
+    if value in ("true", "1", "yes", "on"):
+        return True
+    if value in ("false", "0", "no", "off"):
+        return False
+    raise MegabuildError(f"use_magma={ctx.variant.get('use_magma')!r} is not a variant value the "
+                         "driver knows; the libtorch-cuda-linalg output needs use_magma true or "
+                         "false (recipe/conda_build_config.yaml)")
+
+
 def install_cuda_linalg(ctx: BuildContext) -> None:
-    magma = ctx.variant.get("use_magma", "false").lower() in ("true", "1", "yes")
+    magma = use_magma(ctx)
     source = linalg_stage_dir(ctx, magma)
     _require_stage(source)
     with log.step(f"libtorch-cuda-linalg ({'magma' if magma else 'nomagma'}): install"):
