@@ -61,7 +61,8 @@ def check_zip_keys(feedstock: Feedstock) -> list[str]:
 def _listed_patches(matrices: list[PlatformMatrix]) -> set[str]:
     listed: set[str] = set()
     for matrix in matrices:
-        for use in matrix.built[:1] + matrix.built[-1:]:
+        # every variant: a patch may be listed under a selector (e.g. CUDA variants only)
+        for use in matrix.built:
             sources = use.render.top.get("source") or []
             for source in sources if isinstance(sources, list) else [sources]:
                 for patch in (source or {}).get("patches") or []:

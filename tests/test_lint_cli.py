@@ -40,6 +40,28 @@ def test_unlisted_patch_file(feedstock_copy):
     assert "recipe/patches/0099-forgotten.patch: not listed under source/patches" in proc.stdout
 
 
+def test_patch_listed_for_some_variants_only(feedstock_copy):
+    # listed under a CUDA-only selector: neither the first nor the last linux-64 variant has it
+    patches = feedstock_copy / "recipe" / "patches"
+    meta = feedstock_copy / "recipe" / "meta.yaml"
+    text = meta.read_text()
+    last = sorted(patches.glob("*.patch"))[-1].name
+    anchor = f"    - patches/{last}\n"
+    assert anchor in text
+    line = '    - patches/0099-cuda-only.patch  # [gpu_backend == "cuda"]\n'
+    meta.write_text(text.replace(anchor, anchor + line, 1))
+    (patches / "0099-cuda-only.patch").write_text("--- a/x\n+++ b/x\n")
+    proc = lint(feedstock_copy)
+    assert "0099-cuda-only.patch" not in proc.stdout, proc.stdout
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # and such a patch is still checked for existence
+    (patches / "0099-cuda-only.patch").unlink()
+    proc = lint(feedstock_copy)
+    assert proc.returncode == 1
+    assert "patch patches/0099-cuda-only.patch is listed but recipe/patches/0099-cuda-only.patch does not exist" \
+        in proc.stdout
+
+
 def test_output_without_test(feedstock_copy):
     meta = feedstock_copy / "recipe" / "meta.yaml"
     text = meta.read_text()
