@@ -85,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     backend.add_argument("--gpu-tests", action="store_true",
                          help="give GPU configs the host GPU for their tests (docker --gpus all; "
                               "ROCm: /dev/kfd, /dev/dri)")
-    backend.add_argument("--min-free-gb", type=float, metavar="N",
+    backend.add_argument("--min-free-gb", type=_gigabytes, metavar="N",
                          help="free disk required before building (default: the config's "
                               "estimate, shown by --list)")
     backend.add_argument("--upload", action="store_true",
@@ -115,6 +115,17 @@ def build_parser() -> argparse.ArgumentParser:
     dev.add_argument("--output-id", metavar="ID",
                      help="with --debug: the output to debug, e.g. 'pytorch-*-py312*'")
     return parser
+
+
+def _gigabytes(text: str) -> float:
+    """--min-free-gb: a number of GB, 0 or more (nan and inf would disable the check)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not (0 <= value < float("inf")):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of GB (0 or more)")
+    return value
 
 
 def main(feedstock_root: Path, argv: list[str] | None = None) -> int:

@@ -253,6 +253,14 @@ def test_bad_override_values(fs, args, words):
     assert words in one_error_line(proc)
 
 
+@pytest.mark.parametrize("value", ["nan", "-3", "inf", "lots"])
+def test_bad_min_free_gb_is_refused(fs, value):
+    proc = fs.run(CPU_MKL, "--min-free-gb", value)
+    assert proc.returncode == 2
+    assert f"argument --min-free-gb: {value!r} is not a number of GB" in proc.stderr
+    assert "Traceback" not in proc.stderr and fs.runs() == []
+
+
 def test_upload_with_only_the_staging_token_is_refused(fs):
     """build_steps.sh uploads with BINSTAR_TOKEN/ANACONDA_API_TOKEN only; a staging token
     alone would pass here and fail after the whole build."""
