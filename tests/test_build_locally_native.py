@@ -110,8 +110,9 @@ def test_build_steps_upload_sends_the_built_packages(fs):
     proc = run_steps(fs, UPLOAD_PACKAGES="True", BINSTAR_TOKEN="tok")
     assert proc.returncode == 0, proc.stderr
     artifacts = fs.artifacts
-    assert calls.read_text().splitlines() == [
-        f"tok upload --skip-existing {artifacts}/linux-64/libtorch-2.13.0-h0_0.conda"]
+    assert calls.read_text().splitlines() == [      # the packages, not conda-build's notes
+        f"tok upload --skip-existing {artifacts}/linux-64/libtorch-2.13.0-h0_0.conda "
+        f"{artifacts}/linux-64/pytorch-2.13.0-py312h0_0.conda"]
     commands = [c["argv"][0] + (" --output" if "--output" in c["argv"] else "")
                 for c in conda_calls(fs)]
     assert commands == ["install", "build", "build --output", "index", "index"]
@@ -122,7 +123,7 @@ def native_env(fs, **extra):
     return fs.env(FAKE_CONDA_LOG=str(fs.root.parent / "conda-calls.jsonl"), **extra)
 
 
-def test_native_build_end_to_end(fs, tmp_path):
+def test_native_build_through_build_steps(fs, tmp_path):
     if host_platform() != "linux-64":
         pytest.skip(f"the test config is linux-64; this host is {host_platform()}")
     cache = tmp_path / "cc"

@@ -17,6 +17,8 @@ from pathlib import Path
 ENV_RECORDED = ("CONDA_PKGS_DIRS", "CONDA_BLD_PATH", "CCACHE_DIR", "FEEDSTOCK_MAX_JOBS",
                 "FEEDSTOCK_CUDA_ARCH_LIST", "FEEDSTOCK_DEV_TAG", "CONFIG", "HOST_USER_ID")
 
+PACKAGES = ("libtorch-2.13.0-h0_0.conda", "pytorch-2.13.0-py312h0_0.conda")
+
 
 def value_after(argv: list[str], option: str) -> str | None:
     return argv[argv.index(option) + 1] if option in argv else None
@@ -37,8 +39,10 @@ def main(argv: list[str]) -> int:
         handle.write(json.dumps(entry) + "\n")
     command = args[0] if args else ""
     if command == "build":
-        if "--output" in args:
-            print(Path(value_after(args, "--output-folder"), "linux-64", "libtorch-2.13.0-h0_0.conda"))
+        if "--output" in args:  # what conda-build prints: a note, then one path per package
+            print("WARNING: No numpy version specified in conda_build_config.yaml.")
+            for name in PACKAGES:
+                print(Path(value_after(args, "--output-folder"), "linux-64", name))
             return 0
         print("fake conda-build: compiling ...", flush=True)
         fail = os.environ.get("FAKE_CONDA_BUILD_FAIL", "")
@@ -47,7 +51,7 @@ def main(argv: list[str]) -> int:
             return 1
         out = Path(value_after(args, "--output-folder")) / "linux-64"
         out.mkdir(parents=True, exist_ok=True)
-        for name in ("libtorch-2.13.0-h0_0.conda", "pytorch-2.13.0-py312h0_0.conda"):
+        for name in PACKAGES:
             (out / name).write_bytes(b"fake package")
         return 0
     if command == "index":
