@@ -9,6 +9,7 @@ from .errors import FeedstockError
 from .layout import Feedstock, load_feedstock
 from .platforms import known_selector_names
 from .render import render_job
+from .rerender import protected_files
 from .selectors import check_selector, selector_names, split_selectors
 from .variant_config import parse_config_file
 from .variants import PlatformMatrix, analyse_platform
@@ -157,8 +158,7 @@ def lint(root: Path) -> list[str]:
     findings += check_test_commands(matrices)
     jobs = [job for matrix in matrices for job in platform_jobs(feedstock, matrix)]
     drift = compare(feedstock.ci_support, expected_files(jobs))
-    pinning = feedstock.pinning_file
-    drift.extra = [n for n in drift.extra if not (pinning and pinning.parent == feedstock.ci_support and n == pinning.name)]
+    drift.extra = [n for n in drift.extra if n not in protected_files(feedstock)]
     findings += [f"{line}; run: python -m feedstock rerender" for line in drift.lines()]
     findings += check_build_strings(feedstock, jobs)
     return findings

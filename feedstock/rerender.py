@@ -17,7 +17,7 @@ def compute_jobs(feedstock: Feedstock) -> list[CiJob]:
     return sorted(jobs, key=lambda job: job.name)
 
 
-def _protected(feedstock: Feedstock) -> set[str]:
+def protected_files(feedstock: Feedstock) -> set[str]:
     """Files in .ci_support that are inputs, not generated (a pinning file kept there)."""
     pinning = feedstock.pinning_file
     if pinning and pinning.parent == feedstock.ci_support:
@@ -30,7 +30,7 @@ def check(root: Path) -> Drift:
     feedstock = load_feedstock(root)
     expected = expected_files(compute_jobs(feedstock))
     drift = compare(feedstock.ci_support, expected)
-    drift.extra = [n for n in drift.extra if n not in _protected(feedstock)]
+    drift.extra = [n for n in drift.extra if n not in protected_files(feedstock)]
     return drift
 
 
@@ -39,7 +39,7 @@ def rerender(root: Path) -> tuple[list[CiJob], Drift]:
     feedstock = load_feedstock(root)
     jobs = compute_jobs(feedstock)
     expected = expected_files(jobs)
-    for name in _protected(feedstock):
+    for name in protected_files(feedstock):
         expected.pop(name, None)
         # keep the input file: pretend it is expected as it is
         expected[name] = current_files(feedstock.ci_support)[name]

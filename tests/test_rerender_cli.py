@@ -131,6 +131,19 @@ def test_malformed_conda_forge_yml_is_one_line_and_nothing_written(feedstock_cop
             _assert_clean_failure(proc, feedstock_copy, *needles)
 
 
+def test_pinning_file_kept_in_ci_support_is_an_input_not_a_stale_job(feedstock_copy):
+    pinning = feedstock_copy / ".ci_support" / "pinning.yaml"
+    (feedstock_copy / "pinning.yaml").rename(pinning)
+    content = pinning.read_bytes()
+    for args in (("rerender", "--check"), ("lint",), ("rerender",)):
+        proc = run_feedstock_cli(*args, root=feedstock_copy)
+        assert proc.returncode == 0, (args, proc.stdout, proc.stderr)
+        assert "pinning.yaml" not in proc.stdout, (args, proc.stdout)
+    assert pinning.read_bytes() == content
+    assert {n: b for n, b in snapshot(feedstock_copy / ".ci_support").items() if n != "pinning.yaml"} \
+        == snapshot(CI_SUPPORT)
+
+
 def test_help_explains_every_subcommand():
     top = run_feedstock_cli("--help")
     assert top.returncode == 0
