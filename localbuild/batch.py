@@ -2,6 +2,7 @@
 keep going after failures, stop cleanly on Ctrl-C, summarise, zip the logs."""
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 from dataclasses import dataclass
@@ -122,12 +123,19 @@ def _zip_logs(plans: list[BuildPlan], options: Options, summary: str, console: C
     import zipfile
 
     logs = [plan.log for plan in plans if plan.log.is_file()]
-    options.artifacts.mkdir(parents=True, exist_ok=True)
     target = options.artifacts / f"build-logs-{options.stamp}.zip"
     tmp = target.with_name(f".{target.name}.tmp{os.getpid()}")
-    with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-        for log in logs:
-            archive.write(log, arcname=log.name)
-        archive.writestr("summary.txt", summary)
-    os.replace(tmp, target)
+    try:
+        options.artifacts.mkdir(parents=True, exist_ok=True)
+        with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+            for log in logs:
+                archive.write(log, arcname=log.name)
+            archive.writestr("summary.txt", summary)
+        os.replace(tmp, target)
+    except OSError as exc:  # the builds are done; a zip that cannot be written is a warning
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        console.say(f"warning: could not zip the logs into {target}: {exc.strerror or exc}; "
+                    "the logs are in build_artifacts/")
+        return
     console.say(f"logs zipped: {target} ({len(logs)} log(s) + summary.txt)")

@@ -1,6 +1,7 @@
 """Runs one plan: prepares files, starts the build, tees its output, cleans up the container."""
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import select
@@ -55,8 +56,13 @@ def package_snapshot(artifacts: Path) -> dict[Path, int]:
 def write_atomically(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):  # no half-written file left behind
+            tmp.unlink()
+        raise
 
 
 def prepare(plan: BuildPlan, options: Options) -> None:

@@ -387,3 +387,26 @@ def test_container_runs_the_real_build_steps(fs, tmp_path):
     assert build["env"]["CONDA_PKGS_DIRS"] == f"{fs.artifacts}/pkg_cache"
     assert not any(c["marker_exists"] for c in calls)
     assert (fs.artifacts / "linux-64" / "repodata.json").is_file()
+
+
+def test_zip_logs_that_cannot_be_written_is_a_warning(tmp_path):
+    """The builds are over when the logs are zipped: a failure there is one warning line,
+    no traceback and no temporary file."""
+    import io
+
+    from localbuild.batch import _zip_logs
+    from localbuild.console import Console
+    from localbuild.engine import Engine
+    from localbuild.plan import Options
+
+    root = tmp_path / "feedstock"
+    root.mkdir()
+    (root / "build_artifacts").write_text("a file where the folder goes")
+    out = io.BytesIO()
+    _zip_logs([], Options(feedstock_root=root, engine=Engine("docker"), stamp="s"), "summary\n",
+              Console(out))
+    text = out.getvalue().decode()
+    assert text.startswith("build-locally: warning: could not zip the logs into "
+                           f"{root / 'build_artifacts' / 'build-logs-s.zip'}")
+    assert text.count("\n") == 1
+    assert sorted(p.name for p in root.iterdir()) == ["build_artifacts"]
