@@ -16,7 +16,7 @@
 #   LOCALBUILD_NATIVE=1, BUILD_TOOL=conda-build|rattler-build   for --native
 #   BUILD_WITH_CONDA_DEBUG=1 [BUILD_OUTPUT_ID]   conda debug, then an interactive shell
 #   UPLOAD_PACKAGES=True + BINSTAR_TOKEN/ANACONDA_API_TOKEN   upload after the build
-#   EXTRA_CB_OPTIONS  extra conda-build arguments (word-split)
+#   EXTRA_CB_OPTIONS  extra conda-build arguments (split on whitespace, no globbing)
 set -euo pipefail
 
 step() { echo "::build-locally-step:: $*"; }
@@ -104,8 +104,8 @@ clobber=()
 if [[ -f "${FEEDSTOCK_ROOT}/.ci_support/clobber_${CONFIG}.yaml" ]]; then
     clobber=(--clobber-file "${FEEDSTOCK_ROOT}/.ci_support/clobber_${CONFIG}.yaml")
 fi
-# shellcheck disable=SC2206 # word splitting of EXTRA_CB_OPTIONS is intended
-extra=(${EXTRA_CB_OPTIONS:-})
+# split on whitespace only: `--output-id pytorch-*` must not expand to file names
+read -r -a extra <<< "${EXTRA_CB_OPTIONS:-}"
 
 if [[ "${BUILD_WITH_CONDA_DEBUG:-0}" == 1 ]]; then
     step "debug environment"

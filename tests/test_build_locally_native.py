@@ -30,7 +30,7 @@ def run_steps(fs, **extra: str) -> subprocess.CompletedProcess:
                  FAKE_CONDA_LOG=str(fs.root.parent / "conda-calls.jsonl"), **extra)
     env.pop("CONDA_BLD_PATH", None)
     return subprocess.run(["bash", str(fs.root / "scripts" / "build_steps.sh")], env=env,
-                          capture_output=True, text=True, timeout=60)
+                          cwd=fs.root, capture_output=True, text=True, timeout=60)
 
 
 def conda_calls(fs) -> list[dict]:
@@ -60,6 +60,14 @@ def test_build_steps_in_container_order_and_marker_last(fs):
     steps = [line for line in proc.stdout.splitlines() if line.startswith("::build-locally-step::")]
     assert [s.split(":: ")[1] for s in steps] == ["configure conda", "install conda-build",
                                                   "build recipe", "index build_artifacts", "done"]
+
+
+def test_build_steps_extra_options_are_split_but_not_globbed(fs):
+    (fs.root / "pytorch-glob-bait").write_text("")        # a file a glob would pick up
+    proc = run_steps(fs, EXTRA_CB_OPTIONS="  --no-test   --output-id pytorch-* ")
+    assert proc.returncode == 0, proc.stderr
+    build = next(c for c in conda_calls(fs) if c["argv"][0] == "build")
+    assert build["argv"][-3:] == ["--no-test", "--output-id", "pytorch-*"]
 
 
 def test_build_steps_failure_leaves_no_marker(fs):
