@@ -80,6 +80,7 @@ if [[ "${NATIVE}" != 1 ]] && ! command -v conda >/dev/null 2>&1; then
         fi
         rm -rf "${ARTIFACTS}/miniforge.partial"
         bash "${installer_file}" -b -p "${ARTIFACTS}/miniforge.partial"
+        rm -rf "${ARTIFACTS}/miniforge"   # a broken earlier bootstrap (no bin/conda): replaced
         mv "${ARTIFACTS}/miniforge.partial" "${ARTIFACTS}/miniforge"
         rm -f "${installer_file}"
     fi

@@ -229,6 +229,18 @@ def test_build_steps_bootstraps_conda_when_the_image_has_none(fs, tmp_path):
     assert "bootstrap conda" not in proc.stdout
 
 
+def test_build_steps_replaces_a_broken_bootstrap(fs, tmp_path):
+    """A miniforge/ without bin/conda (an interrupted earlier bootstrap) is installed afresh,
+    not moved into as a subfolder."""
+    installer = _image_without_conda(fs, tmp_path)
+    (fs.artifacts / "miniforge" / "pkgs").mkdir(parents=True)
+    proc = run_steps(fs, MINIFORGE_URL=installer.as_uri(), PATH=f"{fs.bin_dir}:/usr/bin:/bin")
+    assert proc.returncode == 0, proc.stderr
+    assert (fs.artifacts / "miniforge" / "bin" / "conda").is_file()
+    assert not (fs.artifacts / "miniforge" / "miniforge.partial").exists()
+    assert fs.marker(CPU_MKL).exists()
+
+
 def test_build_steps_unreachable_installer_is_one_clear_line(fs, tmp_path):
     _image_without_conda(fs, tmp_path)
     proc = run_steps(fs, MINIFORGE_URL="file:///nonexistent/installer.sh", PATH=f"{fs.bin_dir}:/usr/bin:/bin")
