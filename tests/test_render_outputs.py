@@ -70,9 +70,12 @@ def test_requirements_that_distinguish_the_variant(rendered, config):
             assert CUDA_LIBS <= host, output.name
             assert f"cuda-version {cuda}" in output.requirements["host"]
             assert any(r.startswith(f"cuda-nvcc_{values['target_platform'][0]} {cuda}") for r in build)
+            # the +200 CUDA build must not win on a machine without a driver
+            assert "__cuda" in output.requirements["run"], output.name
         else:
             assert not host & CUDA_LIBS and "cuda-version" not in host, output.name
             assert not any(r.startswith("cuda-nvcc") for r in build)
+            assert "__cuda" not in output.requirements.get("run", []), output.name
         if blas == "mkl":
             assert "mkl-devel" in host and not host & {"libblas", "liblapack"}
             assert "libblas * *mkl" in output.requirements["run"]
