@@ -7,15 +7,11 @@ counts as False. The expression language is Python's, evaluated without builtins
 from __future__ import annotations
 
 import ast
-import re
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Mapping
 
 from .errors import FeedstockError
-
-# text, optional "#...", then "[selector]" at the end (a "(...)" after it would be a markdown link)
-_SELECTOR_RE = re.compile(r"(.+?)\s*(#.*)?\[([^\[\]]+)\](?(2)[^\(\)]*)$")
 
 
 @dataclass(frozen=True)
@@ -35,12 +31,52 @@ def split_selectors(text: str) -> tuple[SelectorLine, ...]:
             lines.append(SelectorLine(number, "", None))
             continue
         quote = line[-1] if line[-1] in ("'", '"') else ""
-        match = _SELECTOR_RE.match(line) if ("[" in line and "]" in line) else None
-        if match and match.group(3):
-            lines.append(SelectorLine(number, (match.group(1) + quote).rstrip(), match.group(3)))
+        found = _find_selector(line) if ("[" in line and "]" in line) else None
+        if found:
+            lines.append(SelectorLine(number, (found[0] + quote).rstrip(), found[1]))
         else:
             lines.append(SelectorLine(number, line, None))
     return tuple(lines)
+
+
+def _find_selector(line: str) -> tuple[str, str] | None:
+    """(text, selector) when ``line`` ends in a ``[selector]``, else None.
+
+    The rule conda-build applies: the text is the shortest start of the line (at least one
+    character) after which, past optional blanks, comes either ``[expr]`` closing the line, or
+    a ``#`` comment holding a ``[expr]`` (the last one possible) followed only by text without
+    parentheses (so a markdown link ``[x](url)`` is not a selector). ``expr`` has no brackets.
+    """
+    length = len(line)
+    for cut in range(1, length):
+        start = cut
+        while start < length and line[start].isspace():
+            start += 1
+        if start >= length:
+            return None
+        if line[start] == "#":
+            found = _last_bracket_before_plain_tail(line, start + 1)
+            if found:
+                return line[:cut], found
+        elif line[start] == "[":
+            close = line.find("]", start + 1)
+            inner = line[start + 1:close] if close > start else ""
+            if close == length - 1 and inner and "[" not in inner:
+                return line[:cut], inner
+    return None
+
+
+def _last_bracket_before_plain_tail(line: str, lower: int) -> str | None:
+    """The content of the last ``[...]`` at or after ``lower`` whose tail has no parentheses."""
+    opening = line.rfind("[", lower)
+    while opening >= lower:
+        close = line.find("]", opening + 1)
+        inner = line[opening + 1:close] if close > opening else ""
+        tail = line[close + 1:] if close > opening else ""
+        if inner and "[" not in inner and "(" not in tail and ")" not in tail:
+            return inner
+        opening = line.rfind("[", lower, opening)
+    return None
 
 
 # the few builtins a selector may reasonably call

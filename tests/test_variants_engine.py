@@ -55,6 +55,24 @@ def test_select_lines_follows_conda_build_rules():
     assert osx.splitlines() == [""]
 
 
+@pytest.mark.parametrize("line, text, selector", [
+    ("a: 1  # [linux and x86_64]", "a: 1", "linux and x86_64"),
+    ("- cmake [unix]", "- cmake", "unix"),                               # no '#' needed
+    ('- "x y"  # [osx]', '- "x y"', "osx"),                              # closing quote kept
+    ("- foo  # [linux] trailing words", "- foo", "linux"),               # text after a comment's selector
+    ("- foo  # see [a] then [b]", "- foo", "b"),                         # the last bracket in the comment
+    ("see [docs](https://x.org)", "see [docs](https://x.org)", None),    # a markdown link
+    ("- bar  # [a](b)", "- bar  # [a](b)", None),                        # parentheses after it: no selector
+    ("- [x] y", "- [x] y", None),                                        # not at the end, no comment
+    ("[linux]", "[linux]", None),                                        # nothing before it
+])
+def test_split_selectors_finds_the_selector_as_conda_build_does(line, text, selector):
+    from feedstock.selectors import split_selectors
+
+    (found,) = split_selectors(line + "\n")
+    assert (found.text, found.selector) == (text, selector)
+
+
 def test_bad_selector_is_one_line_naming_file_and_line():
     with pytest.raises(FeedstockError) as err:
         select_lines("a: 1\nb: 2  # [linux and]\n", selector_namespace(LINUX64), "recipe/x.yaml")
