@@ -8,10 +8,18 @@ from .errors import EXIT_INTERRUPTED, EXIT_USAGE, LocalBuildError
 
 
 def closest_names(wanted: str, names: list[str], limit: int = 3) -> list[str]:
-    """Names that start with ``wanted``, then the most similar ones (difflib)."""
+    """Names that start with ``wanted``; then those sharing the longest start with it (config
+    names differ late, so similarity alone can pick another platform's config); then the most
+    similar ones (difflib)."""
     import difflib
+    import os.path
 
     found = [name for name in names if name.startswith(wanted)]
+    shared = {name: len(os.path.commonprefix([wanted, name])) for name in names}
+    longest = max(shared.values(), default=0)
+    if 2 * longest > len(wanted):  # most of what was typed is right
+        found += sorted((name for name in names if shared[name] == longest and name not in found),
+                        key=lambda name: -difflib.SequenceMatcher(None, wanted, name).ratio())
     found += [name for name in difflib.get_close_matches(wanted, names, n=limit, cutoff=0.6)
               if name not in found]
     if not found:

@@ -76,6 +76,21 @@ def test_unknown_config_suggests_closest(fs):
     assert fs.calls() == []
 
 
+def test_unknown_config_suggests_names_with_the_typed_start(tmp_path):
+    """Generated names differ late: 'linux_64_cud' must point at linux_64 configs, not at the
+    aarch64 one that difflib finds most similar."""
+    fs = make_feedstock(tmp_path, configs={
+        "linux_64_blas_implmklcuda_compiler_version12.9": dict(cuda="12.9", image=CUDA_IMAGE),
+        "linux_64_blas_implgenericcuda_compiler_versionNone": dict(blas="generic"),
+        "linux_aarch64_": dict(platform="linux-aarch64")})
+    proc = fs.run("linux_64_cud")
+    assert proc.returncode == 2
+    line = one_error_line(proc)
+    suggested = line.split("did you mean ", 1)[1].rstrip("?").split(", ")
+    assert sorted(suggested[:2]) == ["linux_64_blas_implgenericcuda_compiler_versionNone",
+                                     "linux_64_blas_implmklcuda_compiler_version12.9"], line
+
+
 def test_unknown_config_without_close_match_points_to_list(fs):
     proc = fs.run("win_64_nothing_alike")
     assert proc.returncode == 2
