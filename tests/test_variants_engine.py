@@ -174,3 +174,22 @@ def test_used_variable_rules_match_conda_build(tmp_path):
     script = tmp_path / "build.sh"
     script.write_text('echo "${blas_impl}"\nif [ $megabuild = true ]; then :; fi\necho numpy\n')
     assert used_in_shell_script(keys, script) == {"blas_impl", "megabuild"}
+
+
+def test_recipe_text_slices_the_way_conda_build_scans_them():
+    from feedstock.recipe_text import output_text, requirements_text, top_level_with_output
+
+    raw = ("package:\n  name: top\nrequirements:\n  build:\n    - cmake\n"
+           "outputs:\n"
+           "  - name: first\n    requirements:\n      host:\n        - python\n"
+           "  - name: second  # [linux]\n    script: build.sh\n"
+           "about:\n  license: BSD\n")
+    first, second = output_text(raw, 0, None), output_text(raw, 1, None)
+    assert first == "  - name: first\n    requirements:\n      host:\n        - python\n"
+    assert second == "  - name: second  # [linux]\n    script: build.sh"       # ends at about:
+    assert output_text(raw, 2, None) == ""
+    assert requirements_text(first) == "requirements:\n      host:\n        - python\n"
+    # the top-level view: everything but the outputs section, plus one output
+    top = top_level_with_output(raw, 1, None)
+    assert top.startswith("package:\n") and "name: first" not in top and top.endswith(second)
+    assert requirements_text(top) == "requirements:\n  build:\n    - cmake\n\n"   # up to about:
