@@ -77,6 +77,8 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--with-renderer", action="store_true")
     args = parser.parse_args()
+    if args.configs < 1 or args.repeat < 1:
+        parser.error("--configs and --repeat must be 1 or more")
     python = sys.executable
     startup = median_seconds([python, "-S", "-c", "pass"], ROOT, args.repeat)
     print(f"python -S start-up:                         {startup * 1000:7.1f} ms")

@@ -76,6 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--weight", type=int, default=16, help="template depth per core unit")
     parser.add_argument("--workdir", type=Path, help="keep builds here (default: a temp dir)")
     args = parser.parse_args(argv)
+    if args.pythons < 0 or args.units < 1 or args.weight < 1:
+        parser.error("--pythons must be 0 or more, --units and --weight 1 or more")
 
     cpythons = find_cpythons()
     if args.pythons:

@@ -25,6 +25,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=3, help="timed rounds (default 3; the best counts)")
     args = parser.parse_args()
+    if args.repeat < 1:
+        parser.error("--repeat must be 1 or more")
     configs = sorted(p.stem for p in (ROOT / ".ci_support").glob("*.yaml"))
     if not configs:
         print("error: .ci_support/ has no configs; run: python -m feedstock rerender", file=sys.stderr)
