@@ -79,6 +79,10 @@ def test_each_python_step_recompiles_only_python_code(gpu_build) -> None:
 
 
 def test_magma_flip_recompiles_only_linalg(gpu_build) -> None:
+    """What the driver does with the stand-in project, where USE_MAGMA reaches only
+    torch_cuda_linalg. Not shown: real PyTorch also writes AT_MAGMA_ENABLED() into the
+    generated ATen/cuda/CUDAConfig.h (installed in include/, read by torch_cuda's CUDAHooks),
+    so there the flip also changes files the libtorch stage took before it."""
     assert set(by_target(gpu_build.phases["magma"])) == {"torch_cuda_linalg"}
     linalg = Counter(o for o in gpu_build.compiled() if harness.target_of(o) == "torch_cuda_linalg")
     assert set(linalg.values()) == {2}  # nomagma in the split build, magma after the flip
