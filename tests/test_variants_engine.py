@@ -193,3 +193,30 @@ def test_recipe_text_slices_the_way_conda_build_scans_them():
     top = top_level_with_output(raw, 1, None)
     assert top.startswith("package:\n") and "name: first" not in top and top.endswith(second)
     assert requirements_text(top) == "requirements:\n  build:\n    - cmake\n\n"   # up to about:
+
+
+@pytest.mark.parametrize("text, used", [
+    ("{{ blas_impl }}", {"blas_impl"}),
+    ("{{ pin_compatible('numpy', max_pin='x') }}", {"numpy"}),
+    ("{% set tag = 'x' ~ blas_impl %}", {"blas_impl"}),
+    ("{% for v in python %}{% endfor %}", {"python"}),
+    ("{% if megabuild == 'true' %}", {"megabuild"}),
+    ("{{ blas_implementation }}", set()),                 # another name that starts with the key
+    ("  - use-magma", {"use_magma"}),                      # requirement names may use '-'
+    ("  - numpy >=2", set()),                              # a pinned requirement is not the variant's
+    ("    - {{ compiler('cuda') }}", {"cuda_compiler"}),
+])
+def test_used_in_text_cases(text, used):
+    from feedstock.used_vars import used_in_text
+
+    keys = ("blas_impl", "numpy", "python", "megabuild", "use_magma", "cuda_compiler")
+    assert used_in_text(keys, text) == used
+
+
+def test_shell_script_sees_the_first_dollar_of_each_line_only(tmp_path):
+    # conda-build's scan: "$megabuild" after another "$" on the same line goes unnoticed
+    from feedstock.used_vars import used_in_shell_script
+
+    script = tmp_path / "build.sh"
+    script.write_text('echo "${blas_impl}" $megabuild\n  $python -m x\n')
+    assert used_in_shell_script(("blas_impl", "megabuild", "python"), script) == {"blas_impl", "python"}
