@@ -79,10 +79,11 @@ def test_each_python_step_recompiles_only_python_code(gpu_build) -> None:
 
 
 def test_magma_flip_recompiles_only_linalg(gpu_build) -> None:
-    """What the driver does with the stand-in project, where USE_MAGMA reaches only
-    torch_cuda_linalg. Not shown: real PyTorch also writes AT_MAGMA_ENABLED() into the
-    generated ATen/cuda/CUDAConfig.h (installed in include/, read by torch_cuda's CUDAHooks),
-    so there the flip also changes files the libtorch stage took before it."""
+    """What the driver does with the stand-in project, where USE_MAGMA reaches only the
+    torch_cuda_linalg sources and an installed generated header. In real PyTorch that header
+    (ATen/cuda/CUDAConfig.h) is also compiled into torch_cuda (CUDAHooks), so there the flip
+    recompiles those few files as well; test_libtorch_stage_agrees_with_the_pristine_cache
+    shows that libtorch is staged after the flip."""
     assert set(by_target(gpu_build.phases["magma"])) == {"torch_cuda_linalg"}
     linalg = Counter(o for o in gpu_build.compiled() if harness.target_of(o) == "torch_cuda_linalg")
     assert set(linalg.values()) == {2}  # nomagma in the split build, magma after the flip
@@ -119,6 +120,19 @@ def test_magma_and_nomagma_libraries_differ(gpu_build) -> None:
     assert b"magma+cusolver" in magma.read_bytes()
     assert b"cusolver only" in nomagma.read_bytes()
     assert b"megatest_magma_queue_size" not in nomagma.read_bytes()
+
+
+def test_libtorch_stage_agrees_with_the_pristine_cache(gpu_build) -> None:
+    """libtorch ships the generated header that records USE_MAGMA; it must come from the build
+    after the MAGMA flip, the one the pristine cache (and so every pytorch step) describes."""
+    header = gpu_build.stage / "libtorch" / "include" / "ATen" / "cuda" / "CUDAConfig.h"
+    pristine = CMakeCache.read(gpu_build.stage / "CMakeCache.pristine.txt")
+    assert pristine.get("USE_MAGMA") == "ON"
+    assert "#define AT_MAGMA_ENABLED() 1" in header.read_text()
+    # and the pytorch steps, which rebuild from that cache, install the same header
+    for python in gpu_build.venvs.values():
+        installed = Path(PythonTarget.query(python).platlib) / "torch" / "include" / "ATen" / "cuda"
+        assert (installed / "CUDAConfig.h").read_text() == header.read_text()
 
 
 def test_pristine_cache_is_the_split_python_with_magma(gpu_build) -> None:

@@ -1,12 +1,14 @@
 """The driver's steps, one per conda-build output, selected by PKG_NAME (`run_step`).
 
 - `libtorch-split` (top level, once per variant) -> `run_split`: ROCm sources are hipified
-  once; the front end builds against the fixed build Python; from
-  `build/lib.*/torch/{bin,lib,include,share}` everything except libtorch_python and
-  libtorch_cuda_linalg is staged as `<stage>/libtorch`. On CUDA variants libtorch_cuda_linalg
-  is staged as `<stage>/cuda-linalg/nomagma`, then `USE_MAGMA` is set to ON in the cache, the
-  front end rebuilds (only the linalg sources recompile) and the result is staged as
-  `<stage>/cuda-linalg/magma`. Finally the cache is saved as `<stage>/CMakeCache.pristine.txt`.
+  once; the front end builds against the fixed build Python. On CUDA variants
+  libtorch_cuda_linalg is staged as `<stage>/cuda-linalg/nomagma`, then `USE_MAGMA` is set to
+  ON in the cache, the front end rebuilds (the linalg sources, plus in PyTorch whatever
+  includes the generated ATen/cuda/CUDAConfig.h) and the result is staged as
+  `<stage>/cuda-linalg/magma`. Then, from the final `build/lib.*/torch/{bin,lib,include,share}`,
+  everything except libtorch_python and libtorch_cuda_linalg is staged as `<stage>/libtorch`
+  (so libtorch's headers and torch_cuda agree with the cache the pytorch steps reuse), and the
+  cache is saved as `<stage>/CMakeCache.pristine.txt`.
 - `libtorch` -> `install_libtorch`: copies `<stage>/libtorch` into `$PREFIX`.
 - `libtorch-cuda-linalg` -> `install_cuda_linalg`: copies the magma or nomagma library
   (`use_magma`) into `$PREFIX`.
@@ -35,6 +37,7 @@ import os
 import shutil
 import time
 from pathlib import Path
+from typing import Callable
 
 from . import log
 from .build_env import gpu_backend
@@ -100,15 +103,33 @@ def _wait_past_install_granularity(build_dir: Path) -> None:
         time.sleep(delay)
 
 
-def _stage_linalg(layout: Path, dest: Path) -> None:
-    libs = _linalg_libraries(layout)
+def _stage(layout: Path, dest: Path, keep: Callable[[Path], bool]) -> list[Path]:
+    """Copy the files of torch/{bin,lib,include,share} that `keep` accepts to a fresh `dest`."""
     tmp = dest.with_name(dest.name + ".tmp")
     if tmp.exists():
         shutil.rmtree(tmp)
-    for lib in libs:
-        copy_tree(lib.parent, tmp / "lib", keep=lambda p, lib=lib: p == lib)
+    files = []
+    for sub in LIBTORCH_DIRS:
+        if (layout / sub).is_dir():
+            files += copy_tree(layout / sub, tmp / sub, keep=keep)
+    if not files:
+        raise MegabuildError(f"nothing to stage under {layout}/{{{','.join(LIBTORCH_DIRS)}}}")
     replace_stage(tmp, dest)
-    log.info(f"staged {', '.join(p.name for p in libs)} -> {dest}")
+    return files
+
+
+def _stage_linalg(layout: Path, dest: Path) -> None:
+    _linalg_libraries(layout)  # a clear error when the build made none
+    files = _stage(layout, dest, keep=lambda p: is_cuda_linalg_library(p.name))
+    log.info(f"staged {', '.join(p.name for p in files)} -> {dest}")
+
+
+def _stage_libtorch(layout: Path, dest: Path) -> None:
+    """Everything except libtorch_python (pytorch's) and libtorch_cuda_linalg (its own output)."""
+    with log.step("split: stage libtorch"):
+        files = _stage(layout, dest, keep=lambda p: not (
+            is_python_library(p.name) or is_cuda_linalg_library(p.name)))
+        log.info(f"staged {len(files)} libtorch files -> {dest}")
 
 
 def run_split(ctx: BuildContext, frontend: Frontend) -> None:
@@ -123,19 +144,6 @@ def run_split(ctx: BuildContext, frontend: Frontend) -> None:
     with log.step(f"split: build against Python {target.version}"):
         frontend.build(ctx)
     layout = find_layout_dir(build_dir, target)
-    with log.step("split: stage libtorch"):
-        tmp = ctx.stage_dir / (LIBTORCH_STAGE + ".tmp")
-        if tmp.exists():
-            shutil.rmtree(tmp)
-        files = []
-        for sub in LIBTORCH_DIRS:
-            if (layout / sub).is_dir():
-                files += copy_tree(layout / sub, tmp / sub, keep=lambda p: not (
-                    is_python_library(p.name) or is_cuda_linalg_library(p.name)))
-        if not files:
-            raise MegabuildError(f"nothing to stage under {layout}/{{{','.join(LIBTORCH_DIRS)}}}")
-        replace_stage(tmp, ctx.stage_dir / LIBTORCH_STAGE)
-        log.info(f"staged {len(files)} libtorch files -> {ctx.stage_dir / LIBTORCH_STAGE}")
     cache_path = build_dir / "CMakeCache.txt"
     if backend == "cuda":
         _stage_linalg(layout, linalg_stage_dir(ctx, magma=False))
@@ -147,12 +155,17 @@ def run_split(ctx: BuildContext, frontend: Frontend) -> None:
             cache.write(cache_path)
             log.info(f"{cache_path}: USE_MAGMA {old} -> ON")
             frontend.build(ctx)
-        _stage_linalg(find_layout_dir(build_dir, target), linalg_stage_dir(ctx, magma=True))
+        layout = find_layout_dir(build_dir, target)
+        _stage_linalg(layout, linalg_stage_dir(ctx, magma=True))
         nomagma, magma = (sorted(linalg_stage_dir(ctx, m).rglob("*.so*")) for m in (False, True))
         if [p.read_bytes() for p in nomagma] == [p.read_bytes() for p in magma]:
             raise MegabuildError("libtorch_cuda_linalg did not change after setting USE_MAGMA=ON "
                                  f"in {cache_path}; the build ignored the flag or installed a "
                                  "stale copy (check that MAGMA was found)")
+    # libtorch is staged from the final build (after the MAGMA flip): its headers record
+    # USE_MAGMA (ATen/cuda/CUDAConfig.h) and torch_cuda is compiled against them, so it must
+    # match the pristine cache that the pytorch steps rebuild from
+    _stage_libtorch(layout, ctx.stage_dir / LIBTORCH_STAGE)
     CMakeCache.read(cache_path)  # refuse to save a cache we could not patch later
     write_bytes_atomic(pristine_cache_path(ctx), cache_path.read_bytes())
     log.info(f"saved pristine cache -> {pristine_cache_path(ctx)}")
