@@ -125,6 +125,15 @@ if [[ "${upload}" == True ]] && ! command -v anaconda >/dev/null 2>&1; then
     exit 3
 fi
 
+# CUDA packages require the __cuda virtual package (no GPU build on driverless machines); the
+# build machine or container usually has no driver, so tell conda which CUDA to assume, or the
+# test environments of the CUDA outputs cannot be solved
+cuda_version="$(sed -n '/^cuda_compiler_version:/{n;s/^- *//;s/["'"'"']//g;p;q;}' "${CONFIG_FILE}")"
+if [[ -n "${cuda_version}" && "${cuda_version}" != None && -z "${CONDA_OVERRIDE_CUDA:-}" ]]; then
+    export CONDA_OVERRIDE_CUDA="${cuda_version}"
+    echo "build_steps.sh: CONDA_OVERRIDE_CUDA=${CONDA_OVERRIDE_CUDA} (CUDA ${cuda_version} config)"
+fi
+
 step "build recipe"
 rm -f "${ARTIFACTS}/${DONE_MARKER}"   # a stale marker must not survive a failed rebuild
 if [[ "${BUILD_TOOL}" == rattler-build ]]; then

@@ -248,3 +248,20 @@ def test_build_steps_unreachable_installer_is_one_clear_line(fs, tmp_path):
     assert "could not download Miniforge" in proc.stderr and "MINIFORGE_URL" in proc.stderr
     assert not fs.marker(CPU_MKL).exists()
     assert not (fs.artifacts / "miniforge").exists()
+
+
+@pytest.mark.parametrize("cuda, expected", [("None", None), ("12.9", "12.9"), ("13.0", "13.0")])
+def test_build_steps_assume_the_configs_cuda_for_the_solver(tmp_path, cuda, expected):
+    """CUDA outputs require __cuda; a driverless build machine gets CONDA_OVERRIDE_CUDA from
+    the config's cuda_compiler_version (read from the real config file), CPU configs none."""
+    name = f"linux_64_blas_implmklcuda_compiler_version{cuda}"
+    fs = make_feedstock(tmp_path, configs={name: dict(cuda=cuda)})
+    install_fake_conda(fs.bin_dir)
+    env = fs.env(FEEDSTOCK_ROOT=str(fs.root), RECIPE_ROOT=str(fs.root / "recipe"), CONFIG=name,
+                 FAKE_CONDA_LOG=str(tmp_path / "calls.jsonl"))
+    env.pop("CONDA_OVERRIDE_CUDA", None)
+    proc = subprocess.run(["bash", str(fs.root / "scripts" / "build_steps.sh")], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    build = next(c for c in read_jsonl(tmp_path / "calls.jsonl") if c["argv"][0] == "build")
+    assert build["env"].get("CONDA_OVERRIDE_CUDA") == expected

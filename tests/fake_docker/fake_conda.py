@@ -2,7 +2,7 @@
 and `build-locally.py --native`; no conda channel is reachable here.
 
 Each call appends a JSON record to $FAKE_CONDA_LOG: {"argv": [...], "marker_exists": bool,
-"env": {CONDA_PKGS_DIRS, CONDA_BLD_PATH, CCACHE_DIR, FEEDSTOCK_*}, "config_python": [...]}.
+"env": {CONDA_PKGS_DIRS, CONDA_BLD_PATH, CCACHE_DIR, FEEDSTOCK_*, CONDA_OVERRIDE_CUDA, ...}, "config_python": [...]}.
 `conda build` writes two packages into --output-folder (exit 1 if FAKE_CONDA_BUILD_FAIL is 1
 or the name in $CONFIG);
 `conda index DIR` writes DIR/<subdir>/repodata.json for the subdirs that hold packages.
@@ -15,7 +15,8 @@ import sys
 from pathlib import Path
 
 ENV_RECORDED = ("CONDA_PKGS_DIRS", "CONDA_BLD_PATH", "CCACHE_DIR", "FEEDSTOCK_MAX_JOBS",
-                "FEEDSTOCK_CUDA_ARCH_LIST", "FEEDSTOCK_DEV_TAG", "CONFIG", "HOST_USER_ID")
+                "FEEDSTOCK_CUDA_ARCH_LIST", "FEEDSTOCK_DEV_TAG", "CONFIG", "HOST_USER_ID",
+                "CONDA_OVERRIDE_CUDA")
 
 PACKAGES = ("libtorch-2.13.0-h0_0.conda", "pytorch-2.13.0-py312h0_0.conda")
 
