@@ -67,18 +67,33 @@ def output_used_vars(raw: str, recipe_dir: Path, keys: tuple[str, ...], index: i
                      variant: Variant) -> set[str]:
     """Keys one output uses: selectors in its raw text, Jinja/requirements in its selected text,
     its build script; run-only requirements do not count (conda-build's rules)."""
-    unselected = output_text(raw, index, None)
-    selected = output_text(raw, index, render.namespace)
+    return _used_keys(keys, output_text(raw, index, None), output_text(raw, index, render.namespace),
+                      output, output.get("script"), recipe_dir, variant)
+
+
+def _top_level_used(raw: str, recipe_dir: Path, keys: tuple[str, ...], first: OutputUse,
+                    render: RecipeVariantRender, variant: Variant) -> set[str]:
+    """conda-build's top-level view: recipe minus outputs plus the first output, and its script."""
+    # a recipe without outputs is built by build.sh; an output by its own script
+    script = first.data.get("script") if first.index >= 0 else "build.sh"
+    return _used_keys(keys, top_level_with_output(raw, first.index, None),
+                      top_level_with_output(raw, first.index, render.namespace),
+                      first.data, script, recipe_dir, variant)
+
+
+def _used_keys(keys: tuple[str, ...], unselected: str, selected: str, data: Mapping[str, Any],
+               script: Any, recipe_dir: Path, variant: Variant) -> set[str]:
+    """The rules shared by an output and the top level: selectors in the raw text, Jinja and
+    requirements in the selected text (minus run-only keys), the .sh build script, forced keys."""
     used = set(used_in_text(keys, unselected, selectors_only=True)) | set(used_in_text(keys, selected))
     in_requirements = set(used_in_text(keys, requirements_text(selected)))
-    requirements = output.get("requirements") or {}
+    requirements = data.get("requirements") or {}
     if isinstance(requirements, list):
         requirements = {"run": requirements}
     used = (used - in_requirements) | drop_run_only(in_requirements, requirements, variant)
-    script = output.get("script")
     if isinstance(script, str) and script.endswith(".sh"):
         used |= used_in_shell_script(keys, recipe_dir / script)
-    build = output.get("build") or {}
+    build = data.get("build") or {}
     return _with_forced(used, variant, build, bool(build.get("noarch")))
 
 
@@ -92,23 +107,6 @@ def _with_forced(used: set[str], variant: Variant, build: Mapping[str, Any], noa
     if force_use or force_ignore:
         used = (used - set(force_ignore)) | set(force_use)
     return used
-
-
-def _top_level_used(raw: str, recipe_dir: Path, keys: tuple[str, ...], first: OutputUse,
-                    render: RecipeVariantRender, variant: Variant) -> set[str]:
-    """conda-build's top-level view: recipe minus outputs plus the first output, and its script."""
-    unselected = top_level_with_output(raw, first.index, None)
-    selected = top_level_with_output(raw, first.index, render.namespace)
-    used = set(used_in_text(keys, unselected, selectors_only=True)) | set(used_in_text(keys, selected))
-    in_requirements = set(used_in_text(keys, requirements_text(selected)))
-    requirements = first.data.get("requirements") or {}
-    used = (used - in_requirements) | drop_run_only(in_requirements, requirements, variant)
-    # a recipe without outputs is built by build.sh; an output by its own script
-    script = first.data.get("script") if first.index >= 0 else "build.sh"
-    if isinstance(script, str) and script.endswith(".sh"):
-        used |= used_in_shell_script(keys, recipe_dir / script)
-    build = first.data.get("build") or {}
-    return _with_forced(used, variant, build, bool(build.get("noarch")))
 
 
 def implicit_output(render: RecipeVariantRender) -> dict[str, Any]:
