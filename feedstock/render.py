@@ -25,7 +25,7 @@ from .layout import Feedstock, load_feedstock
 from .matrix import explode
 from .platforms import Platform
 from .jinja_functions import DEFERRED_PINS, resolve_pin_tokens
-from .recipe_render import HASH_PLACEHOLDER, RecipeVariantRender, read_recipe, render_recipe_text
+from .recipe_render import HASH_PLACEHOLDER, read_recipe, render_recipe_text
 from .suggest import close_names
 from .variant_config import load_variant_spec
 from .variants import smithy_environ, used_by_outputs
@@ -160,9 +160,27 @@ def _resolve(value: Any, identities: dict[str, tuple[str, str]]) -> Any:
     return value
 
 
+@dataclass
+class _VariantOutput:
+    """One output of one variant: recipe position, data with pins resolved, used keys, identity."""
+
+    index: int
+    name: str
+    data: dict[str, Any]
+    used: set[str]
+    version: str
+    number: int
+    build_string: str
+
+
+def _run_requirements(data: dict[str, Any]) -> list[str]:
+    requirements = data.get("requirements") or {}
+    return [str(r) for r in (requirements if isinstance(requirements, list) else requirements.get("run") or [])]
+
+
 def _render_variant(feedstock: Feedstock, raw: str, platform: Platform, variant: dict[str, Any],
-                    environ: dict[str, str]) -> list[tuple[int, dict, dict, set[str], RecipeVariantRender]]:
-    """(recipe position, output dict, variant, used keys, render) for every output this variant builds, pins resolved.
+                    environ: dict[str, str]) -> list[_VariantOutput]:
+    """Every output this variant builds, pins resolved.
 
     One render: pin_subpackage() leaves tokens, replaced once every output's build string is known.
     """
@@ -173,16 +191,17 @@ def _render_variant(feedstock: Feedstock, raw: str, platform: Platform, variant:
     top_number = int((render.top.get("build") or {}).get("number") or 0)
     top_version = str((render.top.get("package") or {}).get("version", ""))
     uses = used_by_outputs(raw, feedstock.recipe_dir, render, variant)
-    identities: dict[str, tuple[str, str]] = {}
+    outputs = []
     for use in uses:
-        run = [str(r) for r in ((use.data.get("requirements") or {}).get("run") or [])]
         number = int((use.data.get("build") or {}).get("number", top_number) or 0)
-        identities[use.name] = (str(use.data.get("version") or top_version),
-                                _build_string(use.data, number, build_hash(use.used, variant, run), variant))
-    results = []
-    for use in uses:
-        results.append((use.index, _resolve(use.data, identities), variant, use.used, render))
-    return results
+        hash_ = build_hash(use.used, variant, _run_requirements(use.data))
+        outputs.append(_VariantOutput(use.index, use.name, use.data, use.used,
+                                      str(use.data.get("version") or top_version), number,
+                                      _build_string(use.data, number, hash_, variant)))
+    identities = {out_.name: (out_.version, out_.build_string) for out_ in outputs}
+    for out_ in outputs:
+        out_.data = _resolve(out_.data, identities)
+    return outputs
 
 
 def _section(requirements: dict[str, Any], section: str, variant: dict[str, Any]) -> list[str]:
@@ -205,32 +224,29 @@ def render_job(feedstock: Feedstock, job_name: str, job: dict[str, Any]) -> list
     rendered: list[tuple[int, RenderedOutput]] = []
     seen: set[tuple] = set()
     for variant in job_variants(feedstock, job, platform):
-        for index, output, variant_, used, final in _render_variant(feedstock, raw, platform, variant, environ):
-            name = str(output.get("name"))
-            identity = (name, tuple(sorted((k, str(variant_.get(k))) for k in used)))
+        for out_ in _render_variant(feedstock, raw, platform, variant, environ):
+            output, used, name = out_.data, out_.used, out_.name
+            identity = (name, tuple(sorted((k, str(variant.get(k))) for k in used)))
             if identity in seen:
                 continue
             seen.add(identity)
             build = output.get("build") or {}
-            top_build = final.top.get("build") or {}
-            number = int(build.get("number", top_build.get("number", 0)) or 0)
             requirements = output.get("requirements") or {}
             if isinstance(requirements, list):
                 requirements = {"run": requirements}
-            run = [str(r) for r in (requirements.get("run") or [])]
-            rendered.append((index, RenderedOutput(
+            rendered.append((out_.index, RenderedOutput(
                 name=name,
-                version=str(output.get("version") or (final.top.get("package") or {}).get("version", "")),
-                build_string=_build_string(output, number, build_hash(used, variant_, run), variant_),
-                build_number=number,
-                requirements={s: _section(requirements, s, variant_) for s in _REQUIREMENT_SECTIONS
+                version=out_.version,
+                build_string=out_.build_string,
+                build_number=out_.number,
+                requirements={s: _section(requirements, s, variant) for s in _REQUIREMENT_SECTIONS
                               if requirements.get(s)},
                 run_exports=build.get("run_exports") or [],
                 tests=output.get("test") or {},
                 track_features=[str(f) for f in (build.get("track_features") or [])],
                 config=job_name,
                 target_platform=platform.subdir,
-                variant={k: str(variant_[k]) for k in sorted(used) if k in variant_},
+                variant={k: str(variant[k]) for k in sorted(used) if k in variant},
             )))
     # recipe order, then build string: libtorch, linalg magma/nomagma, pytorch py310..., metapackage
     return [out for _, out in sorted(rendered, key=lambda item: (item[0], item[1].build_string))]
