@@ -4,12 +4,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from .ci_jobs import CiJob, platform_jobs
-from .ci_support import compare, expected_files
 from .errors import FeedstockError
 from .layout import Feedstock, load_feedstock
 from .platforms import known_selector_names
 from .render import render_job
-from .rerender import protected_files
+from .rerender import ci_drift
 from .selectors import check_selector, selector_names, split_selectors
 from .variant_config import parse_config_file
 from .variants import PlatformMatrix, analyse_platform
@@ -157,9 +156,7 @@ def lint(root: Path) -> list[str]:
     findings += check_tests(matrices)
     findings += check_test_commands(matrices)
     jobs = [job for matrix in matrices for job in platform_jobs(feedstock, matrix)]
-    drift = compare(feedstock.ci_support, expected_files(jobs))
-    drift.extra = [n for n in drift.extra if n not in protected_files(feedstock)]
-    findings += [f"{line}; run: python -m feedstock rerender" for line in drift.lines()]
+    findings += [f"{line}; run: python -m feedstock rerender" for line in ci_drift(feedstock, jobs).lines()]
     findings += check_build_strings(feedstock, jobs)
     return findings
 

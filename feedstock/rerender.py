@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .ci_jobs import CiJob, platform_jobs
-from .ci_support import Drift, compare, current_files, expected_files, write_atomically
+from .ci_support import Drift, compare, expected_files, write_atomically
 from .layout import Feedstock, load_feedstock
 from .variants import analyse_platform
 
@@ -25,13 +25,18 @@ def protected_files(feedstock: Feedstock) -> set[str]:
     return set()
 
 
+def ci_drift(feedstock: Feedstock, jobs: list[CiJob]) -> Drift:
+    """How .ci_support/ differs from the files of ``jobs`` (a protected input is not stale)."""
+    drift = compare(feedstock.ci_support, expected_files(jobs))
+    protected = protected_files(feedstock)
+    drift.extra = [n for n in drift.extra if n not in protected]
+    return drift
+
+
 def check(root: Path) -> Drift:
     """What would change; writes nothing."""
     feedstock = load_feedstock(root)
-    expected = expected_files(compute_jobs(feedstock))
-    drift = compare(feedstock.ci_support, expected)
-    drift.extra = [n for n in drift.extra if n not in protected_files(feedstock)]
-    return drift
+    return ci_drift(feedstock, compute_jobs(feedstock))
 
 
 def rerender(root: Path) -> tuple[list[CiJob], Drift]:
@@ -40,8 +45,7 @@ def rerender(root: Path) -> tuple[list[CiJob], Drift]:
     jobs = compute_jobs(feedstock)
     expected = expected_files(jobs)
     for name in protected_files(feedstock):
-        expected.pop(name, None)
         # keep the input file: pretend it is expected as it is
-        expected[name] = current_files(feedstock.ci_support)[name]
+        expected[name] = (feedstock.ci_support / name).read_text()
     drift = write_atomically(feedstock.ci_support, expected)
     return jobs, drift
