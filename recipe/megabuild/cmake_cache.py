@@ -11,6 +11,7 @@ do: the driver never patches a cache it does not fully understand.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import tempfile
@@ -144,9 +145,6 @@ class CMakeCache:
         self._entries[key] = entry
         return old.value
 
-    def copy(self) -> "CMakeCache":
-        return CMakeCache(list(self._lines), self.source)
-
     def write(self, path: Path) -> None:
         """Write atomically: a temporary file in the same folder, then rename over `path`."""
         write_bytes_atomic(Path(path), self.to_bytes())
@@ -160,12 +158,6 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
             handle.write(data)
         os.replace(tmp, path)
     except BaseException:
-        with_suppressed_unlink(tmp)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
         raise
-
-
-def with_suppressed_unlink(path: str) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
