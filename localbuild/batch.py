@@ -13,7 +13,6 @@ from .console import Console, format_duration
 from .errors import EXIT_BUILD_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from .plan import BuildPlan, Options
 from .runner import BuildInterrupted, Outcome, run_plan
-from .tokens import without_secrets
 
 
 @dataclass(frozen=True)
@@ -91,7 +90,7 @@ def _prune(engine: engines.Engine, console: Console) -> None:
     console.say("pruning between configs: " + " ".join(command))
     proc = subprocess.run(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True, errors="replace",
-                          env=without_secrets(dict(os.environ)))
+                          env=engines.client_environment())
     last = (proc.stdout.strip().splitlines() or [""])[-1]
     if proc.returncode != 0:
         console.say(f"warning: prune failed (exit {proc.returncode}): {last}")

@@ -32,6 +32,11 @@ class Engine:
         return shutil.which(self.executable)
 
 
+def client_environment() -> dict[str, str]:
+    """The environment of engine client commands (info, rm, prune): ours, without secrets."""
+    return without_secrets(dict(os.environ))
+
+
 def resolve_engine(cli_value: str | None, environ: dict[str, str]) -> Engine:
     """--engine wins over DOCKER_EXECUTABLE, which wins over plain `docker`."""
     value = cli_value or environ.get("DOCKER_EXECUTABLE") or "docker"
@@ -53,7 +58,7 @@ def require_running(engine: Engine, timeout: float = 30.0) -> None:
     """`<engine> info` must succeed: the daemon/service is reachable."""
     try:
         proc = subprocess.run([engine.executable, "info"], stdin=subprocess.DEVNULL,
-                              env=without_secrets(dict(os.environ)),
+                              env=client_environment(),
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                               timeout=timeout, text=True, errors="replace")
         reason = _first_line(proc.stderr) if proc.returncode != 0 else None
@@ -126,10 +131,6 @@ def remove_container(engine: Engine, name: str, force: bool = False) -> bool:
     return _quiet(command, timeout=120)
 
 
-def kill_container(engine: Engine, name: str) -> bool:
-    return _quiet([engine.executable, "kill", name], timeout=60)
-
-
 def prune_command(engine: Engine) -> list[str]:
     # label!= keeps the containers of failed builds that we kept on purpose
     return [engine.executable, "system", "prune", "--force", "--filter", f"label!={LABEL}"]
@@ -138,7 +139,7 @@ def prune_command(engine: Engine) -> list[str]:
 def _quiet(command: list[str], timeout: float) -> bool:
     try:
         return subprocess.run(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, env=without_secrets(dict(os.environ)),
+                              stderr=subprocess.DEVNULL, env=client_environment(),
                               timeout=timeout).returncode == 0
     except (OSError, subprocess.TimeoutExpired):
         return False
