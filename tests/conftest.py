@@ -131,3 +131,8 @@ def run_feedstock_cli(*args: str, root: Path = REPO_ROOT, env: dict | None = Non
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
         env={**os.environ, **(env or {})},
     )
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    """Every file directly in ``folder``, name -> bytes (to assert a command wrote nothing)."""
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}

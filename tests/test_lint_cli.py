@@ -3,17 +3,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import run_feedstock_cli
+from conftest import run_feedstock_cli, snapshot
 
 
 def lint(root: Path):
     proc = run_feedstock_cli("lint", root=root)
     assert "Traceback" not in proc.stderr
     return proc
-
-
-def snapshot(folder: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
 
 
 def test_real_feedstock_has_no_findings():

@@ -6,13 +6,9 @@ from pathlib import Path
 
 import yaml
 
-from conftest import REPO_ROOT, run_feedstock_cli
+from conftest import REPO_ROOT, run_feedstock_cli, snapshot
 
 CI_SUPPORT = REPO_ROOT / ".ci_support"
-
-
-def snapshot(folder: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
 
 
 def test_committed_ci_support_is_current():
