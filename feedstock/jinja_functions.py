@@ -55,14 +55,20 @@ def resolve_pin_tokens(text: str, subpackages: Mapping[str, tuple[str, str]]) ->
     """Replace the pin tokens in ``text`` with real pins (``libtorch 2.13.0 cpu_mkl_h..._100``)."""
     def pin(match: re.Match) -> str:
         name, min_pin, max_pin, exact = match.groups()
-        if name not in subpackages:
-            raise FeedstockError(f"pin_subpackage('{name}') names no output of this recipe; "
-                                 "use pin_compatible for other packages")
-        version, build_string = subpackages[name]
-        if exact == "1":
-            return f"{name} {version} {build_string}"
-        return f"{name} {pin_range(version, min_pin or None, max_pin or None)}"
+        return subpackage_pin(name, subpackages, min_pin, max_pin, exact == "1")
     return _PIN_TOKEN.sub(pin, text) if "PINSUBPACKAGE__" in text else text
+
+
+def subpackage_pin(name: str, subpackages: Mapping[str, tuple[str, str]], min_pin: str | None,
+                   max_pin: str | None, exact: bool) -> str:
+    """What pin_subpackage() renders once every output's (version, build string) is known."""
+    if name not in subpackages:
+        raise FeedstockError(f"pin_subpackage('{name}') names no output of this recipe; "
+                             "use pin_compatible for other packages")
+    version, build_string = subpackages[name]
+    if exact:
+        return f"{name} {version} {build_string}"
+    return f"{name} {pin_range(version, min_pin, max_pin)}"
 
 
 def make_functions(platform: Platform, variant: Mapping[str, Any], recipe_dir: Path,
@@ -106,13 +112,7 @@ def make_functions(platform: Platform, variant: Mapping[str, Any], recipe_dir: P
             return name
         if subpackages is DEFERRED_PINS:
             return f"PINSUBPACKAGE__{name}__{min_pin or ''}__{max_pin or ''}__{int(bool(exact))}__END"
-        if name not in subpackages:
-            raise FeedstockError(f"pin_subpackage('{name}') names no output of this recipe; "
-                                 "use pin_compatible for other packages")
-        version, build_string = subpackages[name]
-        if exact:
-            return f"{name} {version} {build_string}"
-        return f"{name} {pin_range(version, min_pin, max_pin)}"
+        return subpackage_pin(name, subpackages, min_pin, max_pin, bool(exact))
 
     def pin_compatible(name: str, lower_bound: str | None = None, upper_bound: str | None = None,
                        min_pin: str = "x.x.x.x.x.x", max_pin: str = "x", exact: bool = False) -> str:
