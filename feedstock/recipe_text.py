@@ -111,10 +111,14 @@ def _output_blocks(section: str) -> tuple[str, ...]:
     return _blocks_of_outputs(section)
 
 
+def _selected(text: str, namespace: Mapping[str, Any] | None) -> str:
+    """``text`` with the selectors applied for ``namespace`` (as it is when None), right-stripped."""
+    return (select_lines(text, namespace, "recipe/meta.yaml") if namespace is not None else text).rstrip()
+
+
 def outputs_text(raw: str, namespace: Mapping[str, Any] | None) -> str:
     """The ``outputs:`` section (selected for ``namespace`` unless it is None)."""
-    text = _outputs_section(raw)
-    return select_lines(text, namespace, "recipe/meta.yaml").rstrip() if namespace is not None else text.rstrip()
+    return _selected(_outputs_section(raw), namespace)
 
 
 def output_text(raw: str, index: int, namespace: Mapping[str, Any] | None) -> str:
@@ -124,7 +128,7 @@ def output_text(raw: str, index: int, namespace: Mapping[str, Any] | None) -> st
 
 
 def whole_text(raw: str, namespace: Mapping[str, Any] | None) -> str:
-    return select_lines(raw, namespace, "recipe/meta.yaml").rstrip() if namespace is not None else raw.rstrip()
+    return _selected(raw, namespace)
 
 
 def top_level_with_output(raw: str, index: int, namespace: Mapping[str, Any] | None) -> str:
