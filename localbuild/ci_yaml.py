@@ -154,18 +154,14 @@ class _Parser:
                 result[key] = self.scalar(rest, line)
                 continue
             nxt = self.lines[self.pos] if self.pos < len(self.lines) else None
-            if nxt is not None and nxt.indent > indent:
-                if top_level and _is_sequence_item(nxt.text):
-                    spans: list[tuple[int, int]] = []
-                    result[key] = self.sequence(nxt.indent, spans)
-                    self.item_lines[key] = spans
-                else:
-                    result[key] = self.node(nxt.indent)
-            elif nxt is not None and nxt.indent == indent and _is_sequence_item(nxt.text):
-                spans = []
-                result[key] = self.sequence(indent, spans)
+            if nxt is not None and nxt.indent >= indent and _is_sequence_item(nxt.text):
+                # a block sequence, indented or at the key's indentation
+                spans: list[tuple[int, int]] = []
+                result[key] = self.sequence(nxt.indent, spans)
                 if top_level:
                     self.item_lines[key] = spans
+            elif nxt is not None and nxt.indent > indent:
+                result[key] = self.mapping(nxt.indent)
             else:
                 result[key] = None
         return result
