@@ -22,6 +22,15 @@ _NAME_PLATFORM = re.compile(r"^(linux|osx|win)_(64|aarch64|arm64|ppc64le)")
 _NONE_VALUES = {"", "none", "null", "~"}
 
 
+def python_label(raw: str) -> str:
+    """'3.12' for a python variant value such as '3.12.* *_cpython'; '3.13t' when free-threaded."""
+    match = re.match(r"\s*(\d+\.\d+)", raw)
+    label = match.group(1) if match else raw.split()[0]
+    if re.search(r"_cp\d+t\b|freethreading", raw):
+        label += "t"
+    return label
+
+
 @dataclass(frozen=True)
 class PythonEntry:
     """One entry of the config's ``python`` list, e.g. ``3.12.* *_cpython`` -> label ``3.12``."""
@@ -98,11 +107,7 @@ class CiConfig:
     def pythons(self) -> list[PythonEntry]:
         entries = []
         for index, raw in enumerate(self.all_values("python")):
-            match = re.match(r"\s*(\d+\.\d+)", raw)
-            label = match.group(1) if match else raw.split()[0]
-            if re.search(r"_cp\d+t\b|freethreading", raw):
-                label += "t"
-            entries.append(PythonEntry(index, raw, label))
+            entries.append(PythonEntry(index, raw, python_label(raw)))
         return entries
 
     @property

@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 import os
-import re
 import shlex
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
 
+from .configs import python_label
 from .plan import BuildPlan, Options
 from .preflight import free_gb
 
@@ -56,12 +56,11 @@ def describe_outputs(root: Path, config: str, renderer: tuple[RenderFn | None, t
 
 
 def _python_label(output: object) -> str | None:
-    """'3.12' for an output built for one Python (from its variant), else None."""
+    """'3.12' (or '3.13t') for an output built for one Python (from its variant), else None."""
     variant = getattr(output, "variant", None)
     if not isinstance(variant, dict) or not variant.get("python"):
         return None
-    match = re.match(r"\s*(\d+\.\d+)", str(variant["python"]))
-    return match.group(1) if match else None
+    return python_label(str(variant["python"]))
 
 
 @contextmanager

@@ -95,3 +95,29 @@ def test_derived_config_keeps_zipped_entries_aligned(tmp_path):
     assert {k: v for k, v in derived.items() if k not in ("python", "is_python_min")} == \
         {k: v for k, v in original.items() if k not in ("python", "is_python_min")}
     assert "- '14'" in text and "- true" in text
+
+
+@pytest.mark.parametrize("raw, label", [
+    ("3.12.* *_cpython", "3.12"), ("3.13.* *_cp313t", "3.13t"), ("3.14 *_freethreading", "3.14t"),
+    ("3.10", "3.10"),
+])
+def test_python_label(raw, label):
+    from localbuild.configs import python_label
+    assert python_label(raw) == label
+
+
+def test_dry_run_python_subset_keeps_free_threaded_outputs(tmp_path):
+    """--python 3.13t must show the 3.13t pytorch output (config and dry run share one label)."""
+    from types import SimpleNamespace
+
+    from localbuild.dryrun import describe_outputs
+
+    def output(name, python=None):
+        return SimpleNamespace(name=name, version="2.13.0", build_string=f"b{python}",
+                               variant={"python": python} if python else {})
+    outputs = [output("libtorch"), output("pytorch", "3.13.* *_cpython"),
+               output("pytorch", "3.13.* *_cp313t")]
+    lines = describe_outputs(tmp_path, "cfg", (lambda root, config: outputs, None, ""),
+                             pythons={"3.13t"})
+    assert lines[0].startswith("outputs:      2 (1 for Pythons this dev build skips")
+    assert lines[1:] == ["  libtorch-2.13.0-bNone", "  pytorch-2.13.0-b3.13.* *_cp313t"]
