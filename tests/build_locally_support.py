@@ -61,7 +61,7 @@ class Feedstock:
     def env(self, **extra: str) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(("FAKE_DOCKER", "CONDA_FORGE_DOCKER")) and k not in TOKENS
-               and k not in ("CPU_COUNT", "DOCKER_EXECUTABLE", "CI")}
+               and k not in ("CPU_COUNT", "DOCKER_EXECUTABLE", "CI", "CONDA_OVERRIDE_CUDA")}
         env["PATH"] = f"{self.bin_dir}{os.pathsep}{env.get('PATH', '')}"
         env["FAKE_DOCKER_LOG"] = str(self.log)
         env.update(extra)

@@ -23,9 +23,9 @@ def fs(tmp_path):
     return fs
 
 
-def run_steps(fs, **extra: str) -> subprocess.CompletedProcess:
+def run_steps(fs, config: str = CPU_MKL, **extra: str) -> subprocess.CompletedProcess:
     """build_steps.sh as the container runs it (FEEDSTOCK_ROOT pointing at the tree)."""
-    env = fs.env(FEEDSTOCK_ROOT=str(fs.root), RECIPE_ROOT=str(fs.root / "recipe"), CONFIG=CPU_MKL,
+    env = fs.env(FEEDSTOCK_ROOT=str(fs.root), RECIPE_ROOT=str(fs.root / "recipe"), CONFIG=config,
                  CHANNEL_SOURCES="conda-forge/label/rc,conda-forge",
                  FAKE_CONDA_LOG=str(fs.root.parent / "conda-calls.jsonl"), **extra)
     env.pop("CONDA_BLD_PATH", None)
@@ -257,11 +257,7 @@ def test_build_steps_assume_the_configs_cuda_for_the_solver(tmp_path, cuda, expe
     name = f"linux_64_blas_implmklcuda_compiler_version{cuda}"
     fs = make_feedstock(tmp_path, configs={name: dict(cuda=cuda)})
     install_fake_conda(fs.bin_dir)
-    env = fs.env(FEEDSTOCK_ROOT=str(fs.root), RECIPE_ROOT=str(fs.root / "recipe"), CONFIG=name,
-                 FAKE_CONDA_LOG=str(tmp_path / "calls.jsonl"))
-    env.pop("CONDA_OVERRIDE_CUDA", None)
-    proc = subprocess.run(["bash", str(fs.root / "scripts" / "build_steps.sh")], env=env,
-                          capture_output=True, text=True, timeout=60)
+    proc = run_steps(fs, config=name)
     assert proc.returncode == 0, proc.stderr
-    build = next(c for c in read_jsonl(tmp_path / "calls.jsonl") if c["argv"][0] == "build")
+    build = next(c for c in conda_calls(fs) if c["argv"][0] == "build")
     assert build["env"].get("CONDA_OVERRIDE_CUDA") == expected
