@@ -10,7 +10,7 @@ import os
 import shutil
 import tempfile
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -56,15 +56,18 @@ class Drift:
     stale: list[str]      # present but different
     missing: list[str]    # should exist, does not
     extra: list[str]      # exists, should not
+    # other generated files (the CI workflow), by path from the feedstock root: "missing" | "out of date"
+    other: dict[str, str] = field(default_factory=dict)
 
     @property
     def clean(self) -> bool:
-        return not (self.stale or self.missing or self.extra)
+        return not (self.stale or self.missing or self.extra or self.other)
 
     def lines(self) -> list[str]:
         return ([f".ci_support/{n}: out of date" for n in self.stale]
                 + [f".ci_support/{n}: missing" for n in self.missing]
-                + [f".ci_support/{n}: not produced by the current recipe and pinning (stale file)" for n in self.extra])
+                + [f".ci_support/{n}: not produced by the current recipe and pinning (stale file)" for n in self.extra]
+                + [f"{path}: {state}" for path, state in sorted(self.other.items())])
 
 
 def compare(folder: Path, expected: dict[str, str]) -> Drift:

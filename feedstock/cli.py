@@ -1,4 +1,4 @@
-"""Command line of the maintainer tools: ``python -m feedstock {rerender,render,lint}``."""
+"""Command line of the maintainer tools: ``python -m feedstock {rerender,render,lint,bump,deps,patches,parity}``."""
 from __future__ import annotations
 
 import argparse
@@ -7,6 +7,7 @@ import sys
 import time
 from pathlib import Path
 
+from . import maintainer_cli
 from .errors import FeedstockError
 
 DESCRIPTION = """\
@@ -19,6 +20,8 @@ Run from the feedstock root (or pass --feedstock-root) with the test environment
 RERENDER_HELP = """\
 Regenerate .ci_support/ from recipe/meta.yaml, recipe/conda_build_config.yaml and the pinning
 file, as conda-smithy rerender does: one file per CI job, named after the keys that differ.
+Also writes the GitHub Actions workflow .github/workflows/build.yml from conda-forge.yml
+(one build per job; runner labels, timeout, GPU test runners under github_actions:).
 Nothing is written unless every job could be computed; stale job files are removed last.
 With --check, write nothing: exit 1 and name every stale, missing or extra file."""
 
@@ -37,21 +40,32 @@ lengths on every platform, every output has a test and no test command negated w
 across the matrix. Prints one line per finding; exit 1 if any."""
 
 
+PARITY_HELP = """\
+Render recipe/meta.yaml (our renderer) and recipe/recipe.yaml (rattler-build's renderer, from
+py-rattler-build) for every .ci_support job and compare each output: name, version, build
+number, build string without its hash, requirements per section, run_exports, run_constraints,
+de-prioritisation and tests. One line per difference, exit 1 if any; the last line is
+`parity: N configs, M outputs equal`. Also run by lint."""
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m feedstock", description=DESCRIPTION,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--feedstock-root", type=Path, default=Path.cwd(),
                         help="the feedstock folder (default: the current directory)")
-    sub = parser.add_subparsers(dest="command", metavar="{rerender,render,lint}")
+    sub = parser.add_subparsers(dest="command", metavar="{rerender,render,lint,bump,deps,patches,parity}")
     rerender = sub.add_parser("rerender", help="regenerate .ci_support/ (or --check it)",
                               description=RERENDER_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
-    rerender.add_argument("--check", action="store_true", help="write nothing; exit 1 if .ci_support/ is out of date")
+    rerender.add_argument("--check", action="store_true", help="write nothing; exit 1 if .ci_support/ or the workflow is out of date")
     render = sub.add_parser("render", help="render the recipe for one .ci_support job",
                             description=RENDER_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     render.add_argument("config", help="job name (file name in .ci_support/ with or without .yaml)")
     render.add_argument("--json", action="store_true", help="print JSON (a list of outputs) instead of text")
     sub.add_parser("lint", help="check the recipe, patches, zip_keys, tests and .ci_support/",
                    description=LINT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    maintainer_cli.add_parsers(sub)
+    sub.add_parser("parity", help="compare meta.yaml and recipe.yaml output by output, for every job",
+                   description=PARITY_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     return parser
 
 
@@ -62,11 +76,12 @@ def _cmd_rerender(root: Path, check_only: bool) -> int:
     if check_only:
         drift = check(root)
         if drift.clean:
-            print(f"rerender --check: .ci_support/ is up to date ({time.perf_counter() - start:.2f}s)")
+            print(f"rerender --check: .ci_support/ and the CI workflow are up to date "
+                  f"({time.perf_counter() - start:.2f}s)")
             return 0
         for line in drift.lines():
             print(line)
-        print("error: .ci_support/ is out of date; run: python -m feedstock rerender", file=sys.stderr)
+        print("error: generated CI files are out of date; run: python -m feedstock rerender", file=sys.stderr)
         return 1
     jobs, drift = rerender(root)
     for name in drift.missing:
@@ -75,6 +90,8 @@ def _cmd_rerender(root: Path, check_only: bool) -> int:
         print(f"changed  .ci_support/{name}")
     for name in drift.extra:
         print(f"removed  .ci_support/{name}")
+    for path, state in drift.other.items():
+        print(f"{'new' if state == 'missing' else 'changed':<8} {path}")
     print(f"rerender: {len(jobs)} job files in .ci_support/ ({len(drift.stale) + len(drift.missing)} written, "
           f"{len(drift.extra)} removed, {time.perf_counter() - start:.2f}s)")
     return 0
@@ -115,6 +132,11 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_rerender(args.feedstock_root, args.check)
         if args.command == "render":
             return _cmd_render(args.feedstock_root, args.config, args.json)
+        if args.command in maintainer_cli.COMMANDS:
+            return maintainer_cli.run(args, args.feedstock_root)
+        if args.command == "parity":
+            from .parity import run as run_parity
+            return run_parity(args.feedstock_root)
         return _cmd_lint(args.feedstock_root)
     except FeedstockError as err:
         print(f"error: {err}", file=sys.stderr)

@@ -3,9 +3,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .build_consistency import check_reported_version, check_system_library_hosts
 from .ci_jobs import CiJob, platform_jobs
+from .ci_workflow import WORKFLOW_PATH, expected_workflow, workflow_state
 from .errors import FeedstockError
 from .layout import Feedstock, load_feedstock
+from .parity import lint_findings as parity_findings
 from .platforms import known_selector_names
 from .render import render_job
 from .rerender import ci_drift
@@ -157,8 +160,21 @@ def lint(root: Path) -> list[str]:
     findings += check_test_commands(matrices)
     jobs = [job for matrix in matrices for job in platform_jobs(feedstock, matrix)]
     findings += [f"{line}; run: python -m feedstock rerender" for line in ci_drift(feedstock, jobs).lines()]
+    findings += check_workflow(feedstock, jobs)
     findings += check_build_strings(feedstock, jobs)
+    findings += check_system_library_hosts(feedstock, matrices)
+    findings += check_reported_version(feedstock, jobs)
+    findings += parity_findings(root)
     return findings
+
+
+def check_workflow(feedstock: Feedstock, jobs: list[CiJob]) -> list[str]:
+    """The committed CI workflow is what rerender writes from conda-forge.yml and the jobs."""
+    try:
+        state = workflow_state(feedstock, expected_workflow(feedstock, jobs))
+    except FeedstockError as err:
+        return [str(err)]
+    return [f"{WORKFLOW_PATH}: {state}; run: python -m feedstock rerender"] if state else []
 
 
 def _all_keys(feedstock: Feedstock) -> set[str]:

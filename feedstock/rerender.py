@@ -1,10 +1,12 @@
-"""``rerender``: regenerate ``.ci_support/`` from the recipe and the variant config files."""
+"""``rerender``: regenerate ``.ci_support/`` and the CI workflow from the recipe, the variant
+config files and conda-forge.yml."""
 from __future__ import annotations
 
 from pathlib import Path
 
 from .ci_jobs import CiJob, platform_jobs
 from .ci_support import Drift, compare, expected_files, write_atomically
+from .ci_workflow import WORKFLOW_PATH, expected_workflow, workflow_state, write_workflow
 from .layout import Feedstock, load_feedstock
 from .variants import analyse_platform
 
@@ -34,18 +36,28 @@ def ci_drift(feedstock: Feedstock, jobs: list[CiJob]) -> Drift:
 
 
 def check(root: Path) -> Drift:
-    """What would change; writes nothing."""
+    """What would change (.ci_support/ and the workflow); writes nothing."""
     feedstock = load_feedstock(root)
-    return ci_drift(feedstock, compute_jobs(feedstock))
+    jobs = compute_jobs(feedstock)
+    drift = ci_drift(feedstock, jobs)
+    state = workflow_state(feedstock, expected_workflow(feedstock, jobs))
+    if state:
+        drift.other[WORKFLOW_PATH] = state
+    return drift
 
 
 def rerender(root: Path) -> tuple[list[CiJob], Drift]:
     """Compute everything first (any error leaves .ci_support untouched), then write atomically."""
     feedstock = load_feedstock(root)
     jobs = compute_jobs(feedstock)
+    workflow = expected_workflow(feedstock, jobs)
     expected = expected_files(jobs)
     for name in protected_files(feedstock):
         # keep the input file: pretend it is expected as it is
         expected[name] = (feedstock.ci_support / name).read_text()
     drift = write_atomically(feedstock.ci_support, expected)
+    state = workflow_state(feedstock, workflow)
+    if state:
+        write_workflow(feedstock, workflow)
+        drift.other[WORKFLOW_PATH] = state
     return jobs, drift

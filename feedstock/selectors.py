@@ -120,16 +120,25 @@ def evaluate(selector: str, namespace: Mapping[str, Any], where: str = "") -> bo
                              "fix the expression")
 
 
-def select_lines(text: str, namespace: Mapping[str, Any], source: str = "") -> str:
-    """``text`` with the lines whose selector is false removed (comments blanked)."""
+def select_lines(text: str, namespace: Mapping[str, Any], source: str = "",
+                 kept_linenos: list[int] | None = None) -> str:
+    """``text`` with the lines whose selector is false removed (comments blanked).
+
+    ``kept_linenos``, when given, receives the original line number of every kept line (so an
+    error found in the selected text can name the line of the file).
+    """
     kept = []
     cache: dict[str, bool] = {}
     for line in split_selectors(text):
         if line.selector is None:
             kept.append(line.text)
+            if kept_linenos is not None:
+                kept_linenos.append(line.lineno)
             continue
         if line.selector not in cache:
             cache[line.selector] = evaluate(line.selector, namespace, f"{source}:{line.lineno}")
         if cache[line.selector]:
             kept.append(line.text)
+            if kept_linenos is not None:
+                kept_linenos.append(line.lineno)
     return "\n".join(kept) + "\n"

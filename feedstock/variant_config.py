@@ -18,7 +18,28 @@ from .selectors import select_lines
 
 Spec = dict[str, Any]
 
-_Loader = getattr(yaml, "CBaseLoader", yaml.BaseLoader)
+_BaseLoader = getattr(yaml, "CBaseLoader", yaml.BaseLoader)
+
+
+class DuplicateKeyError(yaml.YAMLError):
+    def __init__(self, key: str, line: int, first_line: int) -> None:
+        super().__init__(f"key {key!r} is given twice")
+        self.key, self.line, self.first_line = key, line, first_line
+
+
+class _Loader(_BaseLoader):
+    """YAML keeps the last of two equal keys without a word, which silently changes the
+    matrix; a variant config with a repeated key (after selectors) is refused instead."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict[str, int] = {}
+        for key_node, _ in node.value:
+            key = str(self.construct_object(key_node, deep=deep))
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                raise DuplicateKeyError(key, line, seen[key])
+            seen[key] = line
+        return super().construct_mapping(node, deep=deep)
 _DEFAULT_EXTEND_KEYS = ["pin_run_as_build", "ignore_version", "ignore_build_only_deps", "extend_keys"]
 
 
@@ -87,9 +108,17 @@ def parse_config_file(path: Path, platform: Platform, root: Path | None = None,
         text = path.read_text()
     except OSError as err:
         raise FeedstockError(f"cannot read variant config {label}: {err.strerror}; check the path")
-    selected = select_lines(text, selector_namespace(platform, build_platform=build_platform, environ=environ), label)
+    linenos: list[int] = []
+    selected = select_lines(text, selector_namespace(platform, build_platform=build_platform, environ=environ), label,
+                            kept_linenos=linenos)
     try:
         spec = yaml.load(selected, Loader=_Loader) or {}
+    except DuplicateKeyError as err:
+        line, first = (linenos[n - 1] if n <= len(linenos) else n for n in (err.line, err.first_line))
+        raise FeedstockError(f"{label}:{line}: key '{err.key}' is given twice (first at line "
+                             f"{first}) on {platform.subdir}; YAML would keep the last one "
+                             "silently and change the matrix: remove one or give them exclusive "
+                             "selectors")
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"{label}:{mark.line + 1}" if mark else label

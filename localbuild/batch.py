@@ -33,7 +33,8 @@ class Row:
 
 
 def will_run(plan: BuildPlan, force: bool) -> bool:
-    return not plan.skip_reason and (force or plan.interactive or not plan.marker.exists())
+    return not plan.skip_reason and (force or plan.interactive or plan.test_only
+                                      or not plan.marker.exists())
 
 
 def run_batch(plans: list[BuildPlan], options: Options, batch: BatchOptions, console: Console,

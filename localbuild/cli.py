@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from . import engine as engines
+from . import rattler
 from .configs import CiConfig, config_names, load_config
 from .console import Console
 from .errors import EXIT_USAGE, LocalBuildError
@@ -29,13 +30,15 @@ examples:
   build-locally.py linux_64_cuda...         one config
   build-locally.py --all --filter cuda      every config whose name matches 'cuda'
   build-locally.py --dry-run --all          what would run: image, command, environment, outputs
-  build-locally.py CONFIG --python 3.12 --cuda-arch 9.0 --ccache ~/.ccache   fast dev build
+  build-locally.py CONFIG --python 3.12 --cuda-arch 9.0 --compile-cache ~/.ccache   fast dev build
+  build-locally.py --all --compile-cache redis://cache.example.org:6379   share objects between machines
 
 environment:
   CPU_COUNT                     cores the build may use (default: all usable cores)
   DOCKER_EXECUTABLE             container engine (docker, podman); --engine wins
   CONDA_FORGE_DOCKER_RUN_ARGS   extra arguments for `docker run`
   BINSTAR_TOKEN / ANACONDA_API_TOKEN  passed into the build only with --upload
+  FEEDSTOCK_COMPILE_CACHE_PASSWORD    the compile cache's password, passed by name only
 
 exit status:
   0 all selected configs built (or were already built)   1 a config failed
@@ -79,12 +82,21 @@ def build_parser() -> argparse.ArgumentParser:
     backend.add_argument("--native", action="store_true",
                          help="build on this host with its conda-build (or rattler-build if the "
                               "recipe has recipe.yaml) instead of a container")
+    backend.add_argument("--tool", choices=rattler.TOOLS,
+                         help="the conda build tool: conda-build (default; with --native: the one "
+                              "installed) or rattler-build (recipe/recipe.yaml; --native runs the "
+                              "rattler-build on PATH or py-rattler-build in $RATTLER_BUILD_PYTHON "
+                              "or .venv)")
     backend.add_argument("--emulate", action="store_true",
                          help="also build Linux configs whose image is for another CPU "
                               "architecture (needs qemu binfmt / Rosetta; very slow)")
     backend.add_argument("--gpu-tests", action="store_true",
                          help="give GPU configs the host GPU for their tests (docker --gpus all; "
                               "ROCm: /dev/kfd, /dev/dri)")
+    backend.add_argument("--test-only", action="store_true",
+                         help="test the config's packages already in build_artifacts/ instead of "
+                              "building (e.g. with --gpu-tests on a GPU machine, after a CPU "
+                              "machine built them); no done-marker")
     backend.add_argument("--min-free-gb", type=_gigabytes, metavar="N",
                          help="free disk required before building (default: the config's "
                               "estimate, shown by --list)")
@@ -107,8 +119,14 @@ def build_parser() -> argparse.ArgumentParser:
     dev.add_argument("--jobs", type=int, metavar="N",
                      help="parallel compile jobs (FEEDSTOCK_MAX_JOBS); each PyTorch job needs "
                           "several GB of RAM")
+    dev.add_argument("--compile-cache", metavar="URL|DIR",
+                     help="shared compile cache (ccache): redis://host:port, http://host/path or "
+                          "a folder (mounted into the build); its password only from "
+                          "FEEDSTOCK_COMPILE_CACHE_PASSWORD, passed by name")
+    dev.add_argument("--compile-cache-read-only", action="store_true",
+                     help="use the compile cache's hits but store nothing (e.g. pull requests)")
     dev.add_argument("--ccache", metavar="DIR",
-                     help="compiler cache directory, mounted into the build and used by it")
+                     help="older spelling of --compile-cache DIR")
     dev.add_argument("--debug", action="store_true",
                      help="set up the build environment of one config and open a shell in it "
                           "(conda debug)")
@@ -150,6 +168,12 @@ def _main(root: Path, args: argparse.Namespace) -> int:
     names = config_names(root)
     if args.list:
         return _print_list(root, names, args.filter)
+    if args.test_only and (args.debug or args.upload):
+        raise LocalBuildError("--test-only tests packages already built; it does not combine "
+                              "with --debug or --upload", EXIT_USAGE)
+    if args.tool == "rattler-build" and (args.debug or args.test_only or args.upload):
+        raise LocalBuildError("--tool rattler-build builds only; --debug, --test-only and "
+                              "--upload use conda-build (drop --tool)", EXIT_USAGE)
     if args.output_id and not args.debug:
         raise LocalBuildError("--output-id works with --debug only", EXIT_USAGE)
     interactive = sys.stdin.isatty()
@@ -166,13 +190,14 @@ def _main(root: Path, args: argparse.Namespace) -> int:
     if args.debug and len(chosen) != 1:
         raise LocalBuildError(f"--debug works on one config; {len(chosen)} selected", EXIT_USAGE)
     overrides = parse_overrides(args.python, args.cuda_arch, args.rocm_arch, args.jobs,
-                                args.ccache, args.dev_tag)
+                                args.ccache, args.dev_tag, args.compile_cache,
+                                args.compile_cache_read_only)
     options = Options(
         feedstock_root=root, engine=engines.resolve_engine(args.engine, environ),
         native=args.native, overrides=overrides, debug=args.debug, output_id=args.output_id,
-        upload=args.upload, gpu_tests=args.gpu_tests, cpu_count=default_cpu_count(environ),
+        upload=args.upload, gpu_tests=args.gpu_tests, test_only=args.test_only, cpu_count=default_cpu_count(environ),
         ci=environ.get("CI", ""), extra_run_args=tuple(engines.extra_run_arguments(environ)),
-        stdin_is_tty=interactive, emulate=args.emulate,
+        stdin_is_tty=interactive, emulate=args.emulate, tool=args.tool,
         stamp=f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")  # unique container names
     if args.upload and not any(environ.get(k) for k in UPLOAD_CREDENTIALS):
         raise LocalBuildError("--upload needs BINSTAR_TOKEN or ANACONDA_API_TOKEN in the "
@@ -190,7 +215,8 @@ def _main(root: Path, args: argparse.Namespace) -> int:
     from .batch import BatchOptions, run_batch, will_run
 
     runnable = [plan for plan in plans if will_run(plan, args.force)]
-    preflight.run_all(runnable, options.engine, root, options.cpu_count, args.min_free_gb)
+    preflight.run_all(runnable, options.engine, root, options.cpu_count, args.min_free_gb,
+                      options.tool, environ)
     signal.signal(signal.SIGTERM, _raise_interrupt)  # schedulers stop jobs with SIGTERM
     batch = BatchOptions(force=args.force, keep_going=args.keep_going, prune=args.prune,
                          zip_logs=args.zip_logs)

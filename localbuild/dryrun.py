@@ -95,6 +95,8 @@ def print_plans(plans: list[BuildPlan], options: Options, force: bool, min_free_
         if plan.image:
             write(f"image:        {plan.image}")
         write(f"command:      {shlex.join(plan.command)}")
+        if plan.tool_command:
+            write(f"build tool:   {shlex.join(plan.tool_command)}")
         write("environment:")
         for key, value in plan.env.items():
             write(f"  {key}={value}")

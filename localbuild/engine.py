@@ -14,7 +14,7 @@ from .tokens import without_secrets
 # Paths inside the container, as conda-forge's images and scripts expect them.
 CONTAINER_FEEDSTOCK = "/home/conda/feedstock_root"
 CONTAINER_RECIPE = "/home/conda/recipe_root"
-CONTAINER_CCACHE = "/home/conda/ccache"
+CONTAINER_COMPILE_CACHE = "/home/conda/compile-cache"
 # Every container we start carries this label; `prune` keeps labelled (= kept, failed) ones.
 LABEL = "org.pytorch-feedstock.build-locally"
 
@@ -90,15 +90,35 @@ def mount_argument(host: Path, target: str) -> str:
     text = str(host)
     if ":" in text or "," in text:
         raise LocalBuildError(f"cannot mount {text}: the path contains ':' or ','; move the "
-                              "feedstock (or --ccache directory) to a plain path", EXIT_USAGE)
+                              "feedstock (or --compile-cache folder) to a plain path", EXIT_USAGE)
     return f"{text}:{target}:rw,z"
 
 
-def gpu_arguments(engine: Engine, backend: str) -> list[str]:
+# AMD GPUs: the compute interface and the render nodes; their groups on most distributions
+AMD_DEVICES = ("kfd", "dri")
+AMD_GROUP_NAMES = ("video", "render")
+
+
+def amd_device_groups(dev: Path = Path("/dev")) -> list[str]:
+    """The host's group ids that own /dev/kfd and the /dev/dri nodes (video, render), which
+    the build user in the container must have to open them; the usual group names when this
+    host has no such devices (then only the dry-run plan uses them)."""
+    nodes = [dev / "kfd", *sorted((dev / "dri").glob("*"))] if (dev / "kfd").exists() else []
+    gids = sorted({str(node.stat().st_gid) for node in nodes if node.exists()}, key=int)
+    return gids or list(AMD_GROUP_NAMES)
+
+
+def gpu_arguments(engine: Engine, backend: str, dev: Path = Path("/dev")) -> list[str]:
     if backend == "cuda":
         return ["--device", "nvidia.com/gpu=all"] if engine.flavour == "podman" else ["--gpus", "all"]
     if backend == "rocm":
-        return ["--device", "/dev/kfd", "--device", "/dev/dri", "--group-add", "video"]
+        devices = [arg for name in AMD_DEVICES for arg in ("--device", str(dev / name))]
+        if engine.flavour == "podman":
+            # rootless Podman cannot add host groups; keep-groups hands the user's own
+            # supplementary groups (video/render, which give them the devices) to the container
+            return devices + ["--group-add", "keep-groups"]
+        # numeric ids: the image's /etc/group may lack "render" or number it differently
+        return devices + [arg for gid in amd_device_groups(dev) for arg in ("--group-add", gid)]
     return []
 
 

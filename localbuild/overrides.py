@@ -1,17 +1,19 @@
-"""Developer overrides (--python, --cuda-arch, --rocm-arch, --jobs, --ccache, --dev-tag).
+"""Developer overrides (--python, --cuda-arch, --rocm-arch, --jobs, --compile-cache, --dev-tag).
 
 They reach the build as the contract's environment variables; --python is applied through a
 derived copy of the config (``.ci_support/`` is never edited). Overrides that change what a
 package contains (Pythons, GPU architectures, an explicit --dev-tag) make a *development build*:
 FEEDSTOCK_DEV_TAG is set so the recipe's build strings carry ``dev<tag>_``, and the done-marker
 and log get the tag too, so a later release build of the same config is never skipped.
---jobs and --ccache only change how fast the same package is built and keep release builds.
+--jobs and --compile-cache (--ccache DIR is its older spelling) only change how fast the same
+package is built and keep release builds.
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from . import ci_yaml
 from .configs import CiConfig
@@ -20,6 +22,8 @@ from .errors import EXIT_USAGE, LocalBuildError
 _CUDA_ARCH = re.compile(r"^\d+\.\d+[af]?(\+PTX)?$")
 _ROCM_ARCH = re.compile(r"^gfx[0-9a-f]+(:(xnack|sramecc)[+-])*$")
 _DEV_TAG = re.compile(r"^[A-Za-z0-9]{1,32}$")
+COMPILE_CACHE_SCHEMES = ("redis", "http")
+COMPILE_CACHE_PASSWORD = "FEEDSTOCK_COMPILE_CACHE_PASSWORD"
 
 
 @dataclass(frozen=True)
@@ -28,12 +32,39 @@ class DevOverrides:
     cuda_arch: str | None = None      # normalised "8.0;9.0"
     rocm_arch: str | None = None      # normalised "gfx90a;gfx942"
     jobs: int | None = None
-    ccache_dir: Path | None = None
+    compile_cache: str | None = None  # a redis:// or http:// URL, or an absolute folder
+    compile_cache_read_only: bool = False
     dev_tag: str | None = None        # explicit --dev-tag
+
+    @property
+    def compile_cache_dir(self) -> Path | None:
+        """The cache folder (mounted into containers), None for a URL or no cache."""
+        if self.compile_cache is None or "://" in self.compile_cache:
+            return None
+        return Path(self.compile_cache)
+
+
+def parse_compile_cache(value: str) -> str:
+    """--compile-cache: a redis:// or http:// URL without credentials, or a folder (resolved)."""
+    if "://" not in value:
+        return str(Path(value).expanduser().resolve())
+    parts = urlsplit(value)
+    if parts.scheme not in COMPILE_CACHE_SCHEMES:
+        raise LocalBuildError(f"--compile-cache {parts.scheme}://...: use redis://host:port, "
+                              "http://host/path or a folder", EXIT_USAGE)
+    if parts.username or parts.password:
+        raise LocalBuildError(f"--compile-cache: the URL carries credentials; remove them and set "
+                              f"{COMPILE_CACHE_PASSWORD} in the environment (passed by name)",
+                              EXIT_USAGE)
+    if not parts.hostname:
+        raise LocalBuildError(f"--compile-cache {value!r}: the URL names no host", EXIT_USAGE)
+    return value
 
 
 def parse_overrides(pythons: list[str] | None, cuda_arch: str | None, rocm_arch: str | None,
-                    jobs: int | None, ccache: str | None, dev_tag: str | None) -> DevOverrides:
+                    jobs: int | None, ccache: str | None, dev_tag: str | None,
+                    compile_cache: str | None = None,
+                    compile_cache_read_only: bool = False) -> DevOverrides:
     """Validate the command-line values; bad input raises LocalBuildError (exit 2)."""
     wanted_pythons: list[str] = []
     for value in pythons or []:
@@ -50,12 +81,18 @@ def parse_overrides(pythons: list[str] | None, cuda_arch: str | None, rocm_arch:
     if dev_tag is not None and not _DEV_TAG.match(dev_tag):
         raise LocalBuildError(f"--dev-tag {dev_tag!r}: use 1-32 letters or digits "
                               "(it becomes part of the build string)", EXIT_USAGE)
-    ccache_dir = Path(ccache).expanduser().resolve() if ccache else None
+    if ccache and compile_cache:
+        raise LocalBuildError("--ccache DIR is the older spelling of --compile-cache DIR; give "
+                              "one of them", EXIT_USAGE)
+    cache = parse_compile_cache(compile_cache or ccache) if (compile_cache or ccache) else None
+    if compile_cache_read_only and cache is None:
+        raise LocalBuildError("--compile-cache-read-only needs --compile-cache", EXIT_USAGE)
     return DevOverrides(
         pythons=tuple(wanted_pythons),
         cuda_arch=_arch_list("--cuda-arch", cuda_arch, _CUDA_ARCH, "9.0 or 8.0;9.0+PTX"),
         rocm_arch=_arch_list("--rocm-arch", rocm_arch, _ROCM_ARCH, "gfx90a or gfx90a;gfx942"),
-        jobs=jobs, ccache_dir=ccache_dir, dev_tag=dev_tag)
+        jobs=jobs, compile_cache=cache, compile_cache_read_only=compile_cache_read_only,
+        dev_tag=dev_tag)
 
 
 def _arch_list(flag: str, value: str | None, pattern: re.Pattern[str], example: str) -> str | None:

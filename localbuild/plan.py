@@ -9,14 +9,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import engine as engines
+from . import rattler
 from .configs import CiConfig, host_platform
 from .errors import EXIT_USAGE, LocalBuildError
 from .overrides import DevOverrides, apply_to_config, derived_config_text
-from .tokens import UPLOAD_TOKENS, without_secrets
+from .tokens import CACHE_CREDENTIALS, UPLOAD_TOKENS, without_secrets
 
 # The contract's developer-override variables (listed in meta.yaml build: script_env).
 OVERRIDE_VARIABLES = ("FEEDSTOCK_MAX_JOBS", "FEEDSTOCK_CUDA_ARCH_LIST", "FEEDSTOCK_ROCM_ARCH",
-                      "FEEDSTOCK_DEV_TAG", "CCACHE_DIR")
+                      "FEEDSTOCK_DEV_TAG", "FEEDSTOCK_COMPILE_CACHE",
+                      "FEEDSTOCK_COMPILE_CACHE_READ_ONLY", "CCACHE_DIR")
 
 ARTIFACTS = "build_artifacts"
 BUILD_SCRIPT = "scripts/build_steps.sh"
@@ -35,6 +37,7 @@ class Options:
     output_id: str | None = None
     upload: bool = False
     gpu_tests: bool = False
+    test_only: bool = False
     cpu_count: str = "1"
     ci: str = ""
     extra_run_args: tuple[str, ...] = ()
@@ -42,6 +45,7 @@ class Options:
     emulate: bool = False
     stamp: str = "0"
     host: str = field(default_factory=host_platform)
+    tool: str | None = None            # --tool; None: conda-build (native: whichever is installed)
 
     @property
     def artifacts(self) -> Path:
@@ -65,6 +69,8 @@ class BuildPlan:
     derived_config: Path | None = None
     derived_text: str | None = None
     interactive: bool = False
+    test_only: bool = False            # test packages already built; no build, no marker
+    tool_command: list[str] = field(default_factory=list)     # rattler-build's own command line
 
     @property
     def name(self) -> str:
@@ -86,6 +92,7 @@ def make_plan(config: CiConfig, options: Options, environ: dict[str, str]) -> Bu
         return plan
     plan.backend = backend
     plan.interactive = options.debug
+    plan.test_only = options.test_only
     if applied.keep_python_indices is not None:
         plan.derived_config = artifacts / "localbuild" / f"{config.name}{suffix}.yaml"
         plan.derived_text = derived_config_text(config, applied.keep_python_indices)
@@ -108,22 +115,42 @@ def make_plan(config: CiConfig, options: Options, environ: dict[str, str]) -> Bu
         "UPLOAD_PACKAGES": "True" if options.upload else "False",
         "IS_PR_BUILD": "False" if options.upload else "True",
     }
+    if options.test_only:
+        env["TEST_ONLY"] = "1"
     if options.debug:
         env["BUILD_WITH_CONDA_DEBUG"] = "1"
         if options.output_id:
             env["BUILD_OUTPUT_ID"] = options.output_id
     env.update(applied.env)
-    if options.overrides.ccache_dir is not None:
-        env["CCACHE_DIR"] = (engines.CONTAINER_CCACHE if backend == "docker"
-                             else str(options.overrides.ccache_dir))
+    cache = options.overrides.compile_cache
+    if cache is not None:
+        inside = options.overrides.compile_cache_dir is not None and backend == "docker"
+        env["FEEDSTOCK_COMPILE_CACHE"] = engines.CONTAINER_COMPILE_CACHE if inside else cache
+        if options.overrides.compile_cache_read_only:
+            env["FEEDSTOCK_COMPILE_CACHE_READ_ONLY"] = "1"
+        plan.passed_by_name += [name for name in CACHE_CREDENTIALS if environ.get(name)]
     if options.upload:
-        plan.passed_by_name = [name for name in UPLOAD_TOKENS if environ.get(name)]
+        plan.passed_by_name += [name for name in UPLOAD_TOKENS if environ.get(name)]
 
+    tool = options.tool or ("conda-build" if backend == "docker"
+                            else native_build_tool(root) or "conda-build")
+    if tool == "rattler-build":
+        if backend == "docker":
+            runner: list[str] = ["rattler-build"]
+            recipe_root, artifacts_inside = engines.CONTAINER_RECIPE, f"{inside_root}/{ARTIFACTS}"
+        else:
+            runner, python = rattler.native_runner(root, environ)
+            if python:
+                env[rattler.PYTHON_VARIABLE] = python
+            recipe_root, artifacts_inside = str(root / "recipe"), str(artifacts)
+        plan.tool_command = rattler.build_command(runner, recipe_root, config_file, artifacts_inside)
     if backend == "docker":
+        if options.tool:
+            env["BUILD_TOOL"] = tool
         _docker_command(plan, config, options, env)
     else:
         env.update({"FEEDSTOCK_ROOT": str(root), "RECIPE_ROOT": str(root / "recipe"),
-                    "LOCALBUILD_NATIVE": "1", "BUILD_TOOL": native_build_tool(root) or "conda-build"})
+                    "LOCALBUILD_NATIVE": "1", "BUILD_TOOL": tool})
         plan.command = ["bash", str(root / BUILD_SCRIPT)]
     plan.env = env
     return plan
@@ -140,9 +167,9 @@ def _docker_command(plan: BuildPlan, config: CiConfig, options: Options, env: di
     plan.container = engines.container_name(config.name, options.stamp)
     plan.mounts = [engines.mount_argument(root, engines.CONTAINER_FEEDSTOCK),
                    engines.mount_argument(root / "recipe", engines.CONTAINER_RECIPE)]
-    if options.overrides.ccache_dir is not None:
-        plan.mounts.append(engines.mount_argument(options.overrides.ccache_dir,
-                                                  engines.CONTAINER_CCACHE))
+    if options.overrides.compile_cache_dir is not None:
+        plan.mounts.append(engines.mount_argument(options.overrides.compile_cache_dir,
+                                                  engines.CONTAINER_COMPILE_CACHE))
     command = [eng.executable, "run", "--name", plan.container,
                "--label", f"{engines.LABEL}={config.name}"]
     if plan.interactive:

@@ -68,12 +68,12 @@ def write_atomically(path: Path, text: str) -> None:
 def prepare(plan: BuildPlan, options: Options) -> None:
     """Files the build needs; the marker goes first so a stale one never claims success."""
     options.artifacts.mkdir(parents=True, exist_ok=True)
-    if plan.marker.exists() and not plan.interactive:  # a debug session is not a build
+    if plan.marker.exists() and not (plan.interactive or plan.test_only):  # not builds
         plan.marker.unlink()
     if plan.derived_config is not None and plan.derived_text is not None:
         write_atomically(plan.derived_config, plan.derived_text)
-    if options.overrides.ccache_dir is not None:
-        options.overrides.ccache_dir.mkdir(parents=True, exist_ok=True)
+    if options.overrides.compile_cache_dir is not None:
+        options.overrides.compile_cache_dir.mkdir(parents=True, exist_ok=True)
 
 
 def open_log(plan: BuildPlan):
@@ -134,6 +134,8 @@ def _judge(plan: BuildPlan, returncode: int, seconds: float, produced: list[Path
         return Outcome("failed", f"exit {returncode}", seconds, produced)
     if plan.interactive:
         return Outcome("ok", "debug session", seconds, produced)
+    if plan.test_only:
+        return Outcome("ok", "tests only", seconds, produced)
     if not plan.marker.exists():
         return Outcome("failed", "build ended without writing its done-marker", seconds, produced)
     return Outcome("ok", "", seconds, produced)

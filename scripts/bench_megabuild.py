@@ -11,7 +11,13 @@ Target: core objects compiled exactly once, ratio <= 0.45 for four Pythons. The 
 made big enough (--units x --weight template instantiations) that compiling it dominates, as
 it does in PyTorch. Build output goes to <workdir>/bench.log.
 
+`--backend rocm` builds the ROCm variant: PyTorch's real hipify (from the torch 2.13.0 wheel)
+converts the CUDA sources, the real hipcc compiles the kernel for gfx90a and gfx1030 into
+torch_hip; every naive build hipifies and compiles the kernel again. It also prints how often
+hipify and hipcc ran. Needs hipcc (Debian: hipcc libamdhip64-dev rocm-device-libs).
+
     .venv/bin/python scripts/bench_megabuild.py [--pythons 4] [--units 12] [--weight 16]
+    .venv/bin/python scripts/bench_megabuild.py --backend rocm --pythons 3
 """
 from __future__ import annotations
 
@@ -75,6 +81,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--units", type=int, default=12, help="generated core translation units")
     parser.add_argument("--weight", type=int, default=16, help="template depth per core unit")
     parser.add_argument("--workdir", type=Path, help="keep builds here (default: a temp dir)")
+    parser.add_argument("--backend", choices=("cpu", "cuda", "rocm"), default="cpu",
+                        help="variant to build (default: cpu)")
+    parser.add_argument("--torch-wheel", type=Path,
+                        help="torch 2.13.0 wheel whose hipify the ROCm build uses (default: "
+                             "$TORCH_WHEEL, else pip download from the offline cache)")
     args = parser.parse_args(argv)
     if args.pythons < 0 or args.units < 1 or args.weight < 1:
         parser.error("--pythons must be 0 or more, --units and --weight 1 or more")
@@ -91,20 +102,26 @@ def main(argv: list[str] | None = None) -> int:
     log = work / "bench.log"
     progress(f"{len(cpythons)} pythons ({', '.join(cpythons)}), {args.units} core units of "
              f"weight {args.weight}; work dir {work}, build output in {log}")
+    wheel = args.torch_wheel or (Path(os.environ["TORCH_WHEEL"]) if os.environ.get("TORCH_WHEEL")
+                                 else None)
     try:
         harness.check_tools()
+        if args.backend == "rocm":
+            harness.check_rocm_tools()
+            wheel = wheel or harness.download_torch_wheel(work / "wheel")
         with output_to(log):
             venvs = harness.make_venvs(cpythons, work / "venvs")
     except harness.HarnessUnavailable as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    builds = {"backend": args.backend, "torch_wheel": wheel}
 
     rows: list[tuple[str, str, float, int, int]] = []
-    progress("megabuild: split + libtorch + one pytorch step per Python ...")
+    progress(f"megabuild ({args.backend}): split + libtorch + one pytorch step per Python ...")
     start, cpu_start = time.monotonic(), children_cpu()
     with output_to(log):
-        mega = harness.run_megabuild(venvs, work / "megabuild", gpu=False,
-                                     core_units=args.units, core_weight=args.weight)
+        mega = harness.run_megabuild(venvs, work / "megabuild", core_units=args.units,
+                                     core_weight=args.weight, **builds)
     mega_seconds, mega_cpu = time.monotonic() - start, children_cpu() - cpu_start
     for phase, objects in mega.phases.items():
         step = phase.split(":")[-1]
@@ -114,14 +131,17 @@ def main(argv: list[str] | None = None) -> int:
                            if harness.target_of(o) in harness.CORE_TARGETS).values())
 
     naive_seconds = naive_cpu = 0.0
-    naive_core = 0
+    naive_core = naive_hip = naive_hipify = 0
     for version, python in venvs.items():
         progress(f"naive: clean build for Python {version} ...")
         cpu_start = children_cpu()
         with output_to(log):
             seconds, objects = harness.naive_build(python, work / f"naive-{version}",
                                                    core_units=args.units,
-                                                   core_weight=args.weight)
+                                                   core_weight=args.weight, **builds)
+        naive_hip += sum(1 for o in objects if o.endswith(".hip.o"))
+        hipify_log = work / f"naive-{version}" / "src" / "hipify-runs.log"
+        naive_hipify += len(hipify_log.read_text().splitlines()) if hipify_log.exists() else 0
         naive_seconds += seconds
         naive_cpu += children_cpu() - cpu_start
         core, py = split_counts(objects)
@@ -136,8 +156,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'naive':<10} {'total':<14} {naive_seconds:>8.1f} {naive_core:>10}")
     print(f"CPU time of child processes: megabuild {mega_cpu:.1f} s, naive {naive_cpu:.1f} s "
           f"(ratio {mega_cpu / naive_cpu:.2f}; less sensitive to other load on the machine)")
+    if args.backend == "rocm":
+        hipify_runs = len((mega.src / "hipify-runs.log").read_text().splitlines())
+        mega_hip = sum(1 for o in mega.compiled() if o.endswith(".hip.o"))
+        print(f"ROCm: hipify ran {hipify_runs}x, hipcc compiled the kernel {mega_hip}x "
+              f"(for {harness.ROCM_TEST_ARCH}); naive: {naive_hipify}x and {naive_hip}x")
     ratio = mega_seconds / naive_seconds
-    print(f"megabuild: {len(venvs)} pythons, core objects compiled {core_max}x, "
+    label = "megabuild" if args.backend == "cpu" else f"megabuild ({args.backend})"
+    print(f"{label}: {len(venvs)} pythons, core objects compiled {core_max}x, "
           f"wall ratio {ratio:.2f} vs naive")
     if not args.workdir:
         shutil.rmtree(work, ignore_errors=True)

@@ -13,10 +13,15 @@
 #   DONE_MARKER       marker file name in build_artifacts/ (dev builds get their own)
 #   CHANNEL_SOURCES   comma-separated channels (the config's channel_sources)
 #   FEEDSTOCK_ROOT, RECIPE_ROOT   default to the container mount points
-#   LOCALBUILD_NATIVE=1, BUILD_TOOL=conda-build|rattler-build   for --native
+#   BUILD_TOOL=conda-build|rattler-build   rattler-build builds recipe/recipe.yaml (container:
+#                     installed from the channels; native: RATTLER_BUILD_PYTHON set means
+#                     py-rattler-build in that Python, via scripts/rattler_build_py.py)
+#   LOCALBUILD_NATIVE=1   on the host (--native): nothing installed, the host's conda settings
 #   BUILD_WITH_CONDA_DEBUG=1 [BUILD_OUTPUT_ID]   conda debug, then an interactive shell
 #   UPLOAD_PACKAGES=True + BINSTAR_TOKEN/ANACONDA_API_TOKEN   upload after the build
 #   EXTRA_CB_OPTIONS  extra conda-build arguments (split on whitespace, no globbing)
+#   TEST_ONLY=1       test the config's packages already in build_artifacts/ (built by another
+#                     machine, e.g. CI's CPU build job; run on a GPU machine) instead of building
 set -euo pipefail
 
 step() { echo "::build-locally-step:: $*"; }
@@ -88,12 +93,17 @@ if [[ "${NATIVE}" != 1 ]] && ! command -v conda >/dev/null 2>&1; then
 fi
 
 if [[ "${NATIVE}" != 1 ]]; then
-    step "install conda-build"
+    step "install ${BUILD_TOOL}"
     installer=conda
     if command -v mamba >/dev/null 2>&1; then
         installer=mamba
     fi
-    tools=(conda-build conda-index)
+    # conda-build before 25.3 rejects the recipe's build-string glob pins ("Mismatching hashes in
+    # recipe"); localbuild/preflight.py (MIN_CONDA_BUILD) refuses the same for --native
+    tools=("conda-build>=25.3" conda-index)
+    if [[ "${BUILD_TOOL}" == rattler-build ]]; then
+        tools=(rattler-build conda-index)
+    fi
     if [[ "${upload}" == True ]]; then
         tools+=(anaconda-client)
     fi
@@ -134,11 +144,42 @@ if [[ -n "${cuda_version}" && "${cuda_version}" != None && -z "${CONDA_OVERRIDE_
     echo "build_steps.sh: CONDA_OVERRIDE_CUDA=${CONDA_OVERRIDE_CUDA} (CUDA ${cuda_version} config)"
 fi
 
+if [[ "${TEST_ONLY:-0}" == 1 ]]; then
+    step "test packages"
+    packages=()
+    while IFS= read -r package; do
+        if [[ -f "${package}" ]]; then
+            packages+=("${package}")
+        fi
+    done < <(conda build "${RECIPE_ROOT}" -m "${CONFIG_FILE}" --output --output-folder "${ARTIFACTS}" \
+        --override-channels ${channel_args[@]+"${channel_args[@]}"} | grep -E '\.(conda|tar\.bz2)$')
+    if [[ ${#packages[@]} -eq 0 ]]; then
+        echo "build_steps.sh: TEST_ONLY=1 but no package of ${CONFIG} in ${ARTIFACTS}; build it first or fetch the build's artifact" >&2
+        exit 3
+    fi
+    if conda index --help >/dev/null 2>&1; then   # the outputs depend on each other: a local channel
+        conda index "${ARTIFACTS}"
+    else
+        python -m conda_index "${ARTIFACTS}"
+    fi
+    for package in "${packages[@]}"; do
+        conda build --test "${package}" --override-channels --channel "${ARTIFACTS}" ${channel_args[@]+"${channel_args[@]}"}
+    done
+    step "done (tests only: no done-marker)"
+    exit 0
+fi
+
 step "build recipe"
 rm -f "${ARTIFACTS}/${DONE_MARKER}"   # a stale marker must not survive a failed rebuild
 if [[ "${BUILD_TOOL}" == rattler-build ]]; then
-    rattler-build build --recipe "${RECIPE_ROOT}/recipe.yaml" --variant-config "${CONFIG_FILE}" \
-        --output-dir "${ARTIFACTS}" ${channel_args[@]+"${channel_args[@]/--channel/-c}"} ${extra[@]+"${extra[@]}"}
+    # the same command line as localbuild/rattler.py build_command (shown by --dry-run); the
+    # channels come from the config's channel_sources (rattler-build refuses -c as well)
+    rattler=(rattler-build)
+    if [[ -n "${RATTLER_BUILD_PYTHON:-}" ]]; then
+        rattler=("${RATTLER_BUILD_PYTHON}" "${FEEDSTOCK_ROOT}/scripts/rattler_build_py.py")
+    fi
+    "${rattler[@]}" build --recipe "${RECIPE_ROOT}/recipe.yaml" -m "${CONFIG_FILE}" \
+        --ignore-recipe-variants --output-dir "${ARTIFACTS}" ${extra[@]+"${extra[@]}"}
 else
     conda build "${RECIPE_ROOT}" -m "${CONFIG_FILE}" --croot "${croot}" --output-folder "${ARTIFACTS}" \
         --override-channels ${channel_args[@]+"${channel_args[@]}"} --suppress-variables ${clobber[@]+"${clobber[@]}"} ${extra[@]+"${extra[@]}"}
@@ -156,7 +197,9 @@ if [[ "${upload}" == True ]]; then
 fi
 
 step "index build_artifacts"
-if conda index --help >/dev/null 2>&1; then
+if [[ -n "${RATTLER_BUILD_PYTHON:-}" ]] && ! command -v conda >/dev/null 2>&1; then
+    "${RATTLER_BUILD_PYTHON}" "${FEEDSTOCK_ROOT}/scripts/rattler_build_py.py" index "${ARTIFACTS}"
+elif conda index --help >/dev/null 2>&1; then
     conda index "${ARTIFACTS}"
 else
     python -m conda_index "${ARTIFACTS}"

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-SHARED_DIR = Path(os.environ.get("FEEDSTOCK_SHARED_DIR", REPO_ROOT.parent / "shared"))
-FIXTURES_DIR = SHARED_DIR / "fixtures"
+# real data the tests need, kept in the project so a fresh clone runs every test
+FIXTURES_DIR = REPO_ROOT / "tests" / "fixtures"
 TORCH_WHEEL_VERSION = "2.13.0"
 
 if str(REPO_ROOT) not in sys.path:
@@ -34,7 +34,7 @@ def repo_root() -> Path:
 
 @pytest.fixture(scope="session")
 def pytorch_cmakecache_dir() -> Path:
-    """The real PyTorch CMakeCache.txt files (one per Python) from ../shared/fixtures."""
+    """The real PyTorch CMakeCache.txt files (one per Python) in tests/fixtures."""
     path = FIXTURES_DIR / "pytorch-cmakecache"
     if not (path / "CMakeCache.py311.txt").is_file() or not (path / "CMakeCache.py312.txt").is_file():
         pytest.skip(f"real PyTorch CMakeCache fixtures not found under {path}")
@@ -91,23 +91,17 @@ def torch_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     cached = os.environ.get("TORCH_WHEEL")
     if cached and Path(cached).is_file():
         return Path(cached)
-    dest = tmp_path_factory.mktemp("torch-wheel")
-    proc = subprocess.run(
-        [sys.executable, "-m", "pip", "download", f"torch=={TORCH_WHEEL_VERSION}", "--no-deps",
-         "--only-binary=:all:", "--python-version", "3.11", "--platform", "manylinux_2_28_x86_64",
-         "-d", str(dest), "--disable-pip-version-check", "--quiet"],
-        capture_output=True, text=True, timeout=600,
-    )
-    wheels = sorted(dest.glob(f"torch-{TORCH_WHEEL_VERSION}*cp311*.whl"))
-    if proc.returncode != 0 or not wheels:
-        pytest.skip(f"PyTorch {TORCH_WHEEL_VERSION} CPU wheel for cp311 not available offline: "
-                    f"{(proc.stderr or proc.stdout).strip().splitlines()[-1:] or 'no wheel'}")
-    return wheels[0]
+    import megabuild_harness  # the download lives there, for the benchmark scripts too
+    try:
+        return megabuild_harness.download_torch_wheel(tmp_path_factory.mktemp("torch-wheel"),
+                                                      TORCH_WHEEL_VERSION)
+    except megabuild_harness.HarnessUnavailable as exc:
+        pytest.skip(str(exc))
 
 
 # --- maintainer tooling (python -m feedstock): temp copies of the real feedstock ---------------
 
-FEEDSTOCK_INPUTS = ("recipe", "pinning.yaml", "conda-forge.yml", ".ci_support")
+FEEDSTOCK_INPUTS = ("recipe", "pinning.yaml", "conda-forge.yml", ".ci_support", ".github")
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import time
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,12 +23,17 @@ if str(REPO_ROOT / "recipe") not in sys.path:
     sys.path.insert(0, str(REPO_ROOT / "recipe"))
 
 from megabuild.context import BuildContext  # noqa: E402
-from megabuild.frontend import SetupPyFrontend  # noqa: E402
+from megabuild.frontend import SetupPyFrontend, run_command  # noqa: E402
+from megabuild.source_prep import prepare_source  # noqa: E402
 from megabuild.steps import run_step  # noqa: E402
 
-CORE_TARGETS = ("c10", "torch_cpu", "torch", "shm", "torch_shm_manager", "torch_cuda")
+CORE_TARGETS = ("c10", "torch_cpu", "torch", "shm", "torch_shm_manager", "torch_cuda", "torch_hip")
 PYTHON_TARGETS = ("torch_python", "_C")
 LINALG_TARGETS = ("torch_cuda_linalg",)
+BACKENDS = ("cpu", "cuda", "rocm")
+# gfx targets the ROCm test builds compile for: two, both known to Debian's HIP 5.2 clang
+ROCM_TEST_ARCH = "gfx90a;gfx1030"
+HIPIFY_PACKAGE = "torch/utils/hipify/"
 
 
 class HarnessUnavailable(Exception):
@@ -46,6 +52,41 @@ def check_tools() -> None:
     for tool in ("cmake", "ninja", "g++", "gcc"):
         if shutil.which(tool) is None:
             raise HarnessUnavailable(f"{tool} not found on PATH; the real test project needs it")
+
+
+def check_rocm_tools() -> None:
+    """hipcc and the HIP runtime (Debian: hipcc libamdhip64-dev rocm-device-libs)."""
+    if shutil.which("hipcc") is None:
+        raise HarnessUnavailable("hipcc not found on PATH; the ROCm tests compile HIP code with "
+                                 "it (Debian/Ubuntu: apt-get install hipcc libamdhip64-dev "
+                                 "rocm-device-libs; the ROCm images have /opt/rocm/bin/hipcc)")
+
+
+def download_torch_wheel(dest: Path, version: str = "2.13.0") -> Path:
+    """The real PyTorch CPU wheel for CPython 3.11 (pip's offline cache serves it)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    proc = _run([sys.executable, "-m", "pip", "download", f"torch=={version}", "--no-deps",
+                 "--only-binary=:all:", "--python-version", "3.11", "--platform",
+                 "manylinux_2_28_x86_64", "-d", dest, "--disable-pip-version-check", "--quiet"],
+                timeout=600)
+    wheels = sorted(dest.glob(f"torch-{version}*cp311*.whl"))
+    if proc.returncode != 0 or not wheels:
+        reason = ((proc.stderr or proc.stdout).strip().splitlines() or ["no wheel"])[-1]
+        raise HarnessUnavailable(f"PyTorch {version} CPU wheel for cp311 not available "
+                                 f"offline: {reason}")
+    return wheels[0]
+
+
+def install_hipify(src: Path, torch_wheel: Path) -> Path:
+    """Unpack PyTorch's real hipify package from the wheel into src/torch/utils/hipify, where
+    it lives in a PyTorch source tree (tools/amd_build/build_amd.py imports it from there)."""
+    with zipfile.ZipFile(torch_wheel) as wheel:
+        members = [n for n in wheel.namelist() if n.startswith(HIPIFY_PACKAGE) and
+                   n.endswith(".py")]
+        if not any(n.endswith("hipify_python.py") for n in members):
+            raise HarnessUnavailable(f"{torch_wheel.name} has no {HIPIFY_PACKAGE}hipify_python.py")
+        wheel.extractall(src, members)
+    return src / HIPIFY_PACKAGE
 
 
 def _run(args: list[str], **kwargs) -> subprocess.CompletedProcess:
@@ -104,15 +145,17 @@ def target_of(object_path: str) -> str | None:
 
 
 def base_environ(launcher: Path, core_units: int, core_weight: int, jobs: int = 2,
-                 cuda_arch: str = "8.0") -> dict[str, str]:
+                 cuda_arch: str = "8.0", rocm_arch: str = ROCM_TEST_ARCH) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME", "PYTHONDONTWRITEBYTECODE")
-           and not k.startswith(("CMAKE_", "USE_", "BUILD_", "MEGATEST_", "FEEDSTOCK_"))}
+           and not k.startswith(("CMAKE_", "USE_", "BUILD_", "MEGATEST_", "FEEDSTOCK_", "HIP",
+                                 "ROCM_"))}
     env.update({
         "PIP_NO_INDEX": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1",
         "CMAKE_C_COMPILER_LAUNCHER": str(launcher), "CMAKE_CXX_COMPILER_LAUNCHER": str(launcher),
         "CMAKE_CUDA_COMPILER_LAUNCHER": str(launcher),
         "FEEDSTOCK_MAX_JOBS": str(jobs), "FEEDSTOCK_CUDA_ARCH_LIST": cuda_arch,
+        "FEEDSTOCK_ROCM_ARCH": rocm_arch,
         "MEGATEST_CORE_UNITS": str(core_units), "MEGATEST_CORE_WEIGHT": str(core_weight),
     })
     return env
@@ -169,22 +212,56 @@ def copy_project(dest: Path) -> Path:
     return dest
 
 
-def run_megabuild(venvs: dict[str, Path], work: Path, *, gpu: bool, core_units: int = 4,
-                  core_weight: int = 8, split_version: str | None = None) -> MegabuildRun:
-    """split + libtorch (+ cuda-linalg) + one pytorch step per Python, all for real."""
+def backend_variant(backend: str) -> dict[str, str]:
+    """The variant keys that pick the GPU backend ("cpu", "cuda" 13.0 or "rocm" 7.2)."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend {backend!r} is not one of {BACKENDS}")
+    return {"cuda_compiler_version": "13.0" if backend == "cuda" else "None",
+            "rocm_version": "7.2" if backend == "rocm" else "None"}
+
+
+def project_source(work: Path, backend: str, torch_wheel: Path | None) -> Path:
+    """A fresh copy of the project; for ROCm with PyTorch's real hipify in it."""
+    src = copy_project(work / "src")
+    if backend == "rocm":
+        check_rocm_tools()
+        if torch_wheel is None:
+            raise HarnessUnavailable("the ROCm build needs the torch wheel (for its hipify)")
+        install_hipify(src, torch_wheel)
+    return src
+
+
+def run_megabuild(venvs: dict[str, Path], work: Path, *, gpu: bool = False,
+                  backend: str | None = None, torch_wheel: Path | None = None,
+                  core_units: int = 4, core_weight: int = 8,
+                  split_version: str | None = None, blas: str = "generic",
+                  extra_env: dict[str, str] | None = None, record: bool = True) -> MegabuildRun:
+    """split + libtorch (+ cuda-linalg) + one pytorch step per Python, all for real.
+    `backend` ("cpu", "cuda", "rocm") wins over `gpu` (True: "cuda").
+
+    `extra_env` is added to the driver's base environment; with `record=False` no recording
+    launcher is set, so the driver chooses the launcher (the compile cache's ccache)."""
     check_tools()
+    backend = backend or ("cuda" if gpu else "cpu")
     work.mkdir(parents=True, exist_ok=True)
     log_file = work / "compiles.log"
     log_file.write_text("")
     launcher = write_launcher(work / "compile-launcher.sh", log_file)
-    src = copy_project(work / "src")
+    src = project_source(work, backend, torch_wheel)
     split_version = split_version or ("3.12" if "3.12" in venvs else sorted(venvs)[-1])
-    variant = {"cuda_compiler_version": "13.0" if gpu else "None", "blas_impl": "generic",
+    variant = {**backend_variant(backend), "blas_impl": blas,
                "target_platform": "linux-64", "megabuild": "true", "use_magma": "true",
-               "PKG_VERSION": "2.13.0", "PKG_BUILDNUM": "0", "CPU_COUNT": "2"}
+               "PKG_VERSION": "2.13.0", "CPU_COUNT": "2",
+               # the CUDA+MKL build number: must never show in the package version
+               "PKG_BUILDNUM": "300"}
+    base = base_environ(launcher, core_units, core_weight)
+    if not record:
+        for lang in ("C", "CXX", "CUDA"):
+            del base[f"CMAKE_{lang}_COMPILER_LAUNCHER"]
+    base.update(extra_env or {})
     run = MegabuildRun(src=src, stage=src / "megabuild-stage", venvs=venvs,
                        split_version=split_version, prefixes={}, compile_log=log_file,
-                       variant=variant, base=base_environ(launcher, core_units, core_weight))
+                       variant=variant, base=base)
     frontend = RecordingFrontend(log_file)
 
     def timed(label: str, ctx: BuildContext) -> None:
@@ -199,7 +276,7 @@ def run_megabuild(venvs: dict[str, Path], work: Path, *, gpu: bool, core_units: 
         prefix.mkdir()
         run.prefixes[version] = prefix
         timed(f"libtorch:{version}", run.context(version, "libtorch"))
-        if gpu:  # alternate the flavours so both get installed under a pytorch build
+        if backend == "cuda":  # alternate the flavours so both get installed under a pytorch build
             magma = "true" if index % 2 else "false"
             timed(f"linalg:{version}", run.context(version, "libtorch-cuda-linalg",
                                                     use_magma=magma))
@@ -218,18 +295,24 @@ def run_megabuild(venvs: dict[str, Path], work: Path, *, gpu: bool, core_units: 
 
 
 def naive_build(venv_python: Path, work: Path, *, core_units: int, core_weight: int,
-                gpu: bool = False) -> tuple[float, list[str]]:
-    """One independent clean build + install of the project for one Python (the old way)."""
+                gpu: bool = False, backend: str | None = None,
+                torch_wheel: Path | None = None) -> tuple[float, list[str]]:
+    """One independent clean build + install of the project for one Python (the old way;
+    ROCm: hipify first, as every ROCm build must)."""
+    backend = backend or ("cuda" if gpu else "cpu")
     work.mkdir(parents=True, exist_ok=True)
     log_file = work / "compiles.log"
     log_file.write_text("")
     launcher = write_launcher(work / "compile-launcher.sh", log_file)
-    src = copy_project(work / "src")
-    variant = {"cuda_compiler_version": "13.0" if gpu else "None", "blas_impl": "generic",
+    src = project_source(work, backend, torch_wheel)
+    variant = {**backend_variant(backend), "blas_impl": "generic",
                "target_platform": "linux-64", "CPU_COUNT": "2"}
     ctx = BuildContext.create(src, work / "prefix", venv_python, variant,
                               base_environ(launcher, core_units, core_weight))
     start = time.monotonic()
+    prepare_source(src)  # the release-tarball preparation every real build needs
+    if backend == "rocm":
+        run_command([venv_python, src / "tools" / "amd_build" / "build_amd.py"], ctx)
     SetupPyFrontend().install(ctx)
     seconds = time.monotonic() - start
     return seconds, [line for line in log_file.read_text().splitlines() if line]

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from megabuild.build_env import (CUDA_ARCH_LISTS, ROCM_ARCH_LISTS, build_environment,
-                                 gpu_backend, mem_available_bytes)
+                                 reported_version, system_libraries,
+                                 mem_available_bytes)
 from megabuild.context import BuildContext
 from megabuild.errors import MegabuildError
 
@@ -17,7 +18,7 @@ GIB = 1024 ** 3
 CPU = {"cuda_compiler_version": "None", "blas_impl": "generic", "target_platform": "linux-64",
        "use_magma": "false", "megabuild": "true", "CPU_COUNT": "4", "PKG_VERSION": "2.13.0",
        "PKG_BUILDNUM": "3"}
-BASE = {"PATH": "/usr/bin:/bin", "HOME": "/root"}
+BASE = {"PATH": "/usr/bin:/bin", "HOME": "/root", "PREFIX": "/opt/host", "BUILD_PREFIX": "/opt/build"}
 
 
 def meminfo(tmp_path: Path, gib: float) -> Path:
@@ -35,13 +36,77 @@ def env_for(tmp_path: Path, base: dict | None = None, gib: float = 64, **variant
 def test_cpu_generic(tmp_path: Path) -> None:
     env = env_for(tmp_path)
     assert (env["USE_CUDA"], env["USE_ROCM"], env["USE_MAGMA"]) == ("0", "0", "0")
-    assert env["BLAS"] == "Generic" and env["USE_MKLDNN"] == "1"
+    # generic BLAS goes through PyTorch's (patched) OpenBLAS path, rooted in the host prefix
+    assert env["BLAS"] == "OpenBLAS" and env["OpenBLAS_HOME"] == BASE["PREFIX"]
+    assert env["PYTORCH_BLAS_USE_CBLAS_DOT"] == "ON" and env["USE_MKLDNN"] == "1"
     assert "TORCH_CUDA_ARCH_LIST" not in env and "PYTORCH_ROCM_ARCH" not in env
-    assert env["PYTORCH_BUILD_VERSION"] == "2.13.0" and env["PYTORCH_BUILD_NUMBER"] == "3"
     assert env["USE_SYSTEM_SLEEF"] == "1" and env["USE_SYSTEM_PYBIND11"] == "1"
+    assert env["USE_SYSTEM_EIGEN_INSTALL"] == "1" and "USE_SYSTEM_NCCL" not in env
+    # bundled, as in every proven build: no host package provides them
+    for name in ("USE_SYSTEM_CPUINFO", "USE_SYSTEM_PTHREADPOOL", "USE_SYSTEM_FXDIV",
+                 "USE_SYSTEM_PSIMD", "USE_SYSTEM_FP16", "USE_SYSTEM_FMT"):
+        assert name not in env
+    assert (env["USE_NUMA"], env["USE_ITT"], env["USE_CUFILE"]) == ("0", "0", "0")
+    assert env["PACKAGE_TYPE"] == "conda" and env["INSTALL_TEST"] == "0"
     # no test binaries and no bundled protobuf (its headers would clobber libprotobuf's)
     assert env["BUILD_TEST"] == "0" and env["BUILD_CUSTOM_PROTOBUF"] == "OFF"
     assert env["PATH"] == BASE["PATH"] and env["CMAKE_GENERATOR"] == "Ninja"
+
+
+@pytest.mark.parametrize("build_number", ["0", "1", "3", "100", "300"])
+def test_pytorch_build_number_is_always_zero(tmp_path: Path, build_number: str) -> None:
+    """conda's build number (300 on CUDA+MKL) must never reach PyTorch: it would report
+    2.13.0.post300, so the recipe's version test and pip's metadata would disagree with conda."""
+    env = env_for(tmp_path, PKG_BUILDNUM=build_number, blas_impl="mkl",
+                  cuda_compiler_version="12.9", gpu_backend="cuda")
+    assert env["PYTORCH_BUILD_VERSION"] == "2.13.0"
+    assert env["PYTORCH_BUILD_NUMBER"] == "0"
+    assert reported_version(env) == "2.13.0"
+
+
+def test_reported_version_follows_pytorch_post_rule() -> None:
+    assert reported_version({"PYTORCH_BUILD_VERSION": "2.13.0", "PYTORCH_BUILD_NUMBER": "1"}) == "2.13.0"
+    assert reported_version({"PYTORCH_BUILD_VERSION": "2.13.0", "PYTORCH_BUILD_NUMBER": "300"}) == \
+        "2.13.0.post300"
+
+
+def test_link_flags_lazy_binding_and_no_exec_stack(tmp_path: Path) -> None:
+    base = {"LDFLAGS": "-Wl,-O2 -Wl,--sort-common -Wl,--as-needed -Wl,-z,relro -Wl,-z,now "
+                       "-Wl,--disable-new-dtags -Wl,--gc-sections",
+            "CXXFLAGS": "-fvisibility-inlines-hidden -std=c++17 -fmessage-length=0 -O2"}
+    env = env_for(tmp_path, base)
+    flags = env["LDFLAGS"].split()
+    assert "-Wl,-z,lazy" in flags and "-Wl,-z,now" not in flags
+    assert "-Wl,--as-needed" not in flags and flags[-1] == "-Wl,-z,noexecstack"
+    assert "-Wl,-z,relro" in flags and "-Wl,--gc-sections" in flags
+    assert env["CXXFLAGS"] == "-fmessage-length=0 -O2"
+    assert env["_GLIBCXX_USE_CXX11_ABI"] == "1"
+    osx = env_for(tmp_path, {"LDFLAGS": "-Wl,-dead_strip_dylibs -Wl,-pie"}, target_platform="osx-arm64")
+    assert osx["LDFLAGS"] == "-Wl,-pie"
+    assert osx["USE_MKLDNN"] == "0" and osx["USE_DISTRIBUTED"] == "1"
+
+
+def test_cuda_toolkit_locations_point_into_the_host_prefix(tmp_path: Path) -> None:
+    env = env_for(tmp_path, cuda_compiler_version="13.0", gpu_backend="cuda")
+    assert env["CUDAToolkit_TARGET_DIR"] == "/opt/host/targets/x86_64-linux"
+    assert env["CUDAToolkit_BIN_DIR"] == "/opt/build/bin"
+    assert env["CUDAToolkit_ROOT"] == env["CUDA_TOOLKIT_ROOT_DIR"] == "/opt/host"
+    assert env["FEEDSTOCK_CUDA_FROM_ENV"] == "1" and env["USE_SYSTEM_NCCL"] == "1"
+    assert env["USE_SYSTEM_NVTX"] == "1" and env["MAGMA_HOME"] == "/opt/host"
+    assert "-compress-mode=size" in env["TORCH_NVCC_FLAGS"]
+    assert "-compress-mode" not in env_for(tmp_path, cuda_compiler_version="12.9",
+                                           gpu_backend="cuda")["TORCH_NVCC_FLAGS"]
+    aarch = env_for(tmp_path, cuda_compiler_version="13.0", gpu_backend="cuda",
+                    target_platform="linux-aarch64", blas_impl="generic")
+    assert aarch["CUDAToolkit_TARGET_DIR"].endswith("/targets/sbsa-linux")
+    assert aarch["USE_BREAKPAD"] == "0" and aarch["USE_PRIORITIZED_TEXT_FOR_LD"] == "1"
+
+
+def test_system_libraries_name_their_packages() -> None:
+    assert system_libraries("cpu") == {"USE_SYSTEM_SLEEF": "sleef", "USE_SYSTEM_PYBIND11": "pybind11",
+                                       "USE_SYSTEM_EIGEN_INSTALL": "eigen"}
+    assert system_libraries("cuda")["USE_SYSTEM_NVTX"] == "nvtx-c"
+    assert "USE_SYSTEM_NCCL" not in system_libraries("rocm")
 
 
 def test_stale_arch_lists_from_the_caller_do_not_leak_into_cpu(tmp_path: Path) -> None:
@@ -85,29 +150,7 @@ def test_cuda_arch_override(tmp_path: Path) -> None:
     assert env["TORCH_CUDA_ARCH_LIST"] == "9.0"
 
 
-@pytest.mark.parametrize("version", sorted(ROCM_ARCH_LISTS))
-def test_rocm_arch_list_per_version(tmp_path: Path, version: str) -> None:
-    env = env_for(tmp_path, rocm_version=version)
-    assert env["USE_ROCM"] == "1" and env["USE_CUDA"] == "0"
-    assert env["PYTORCH_ROCM_ARCH"] == ROCM_ARCH_LISTS[version]
-    assert re.fullmatch(r"(gfx[0-9a-f]+;)*gfx[0-9a-f]+", env["PYTORCH_ROCM_ARCH"])
-    assert env["ROCM_PATH"] == "/opt/rocm" and env["USE_MKLDNN"] == "0"
-
-
-def test_rocm_searches_rocm_before_the_prefix(tmp_path: Path) -> None:
-    env = env_for(tmp_path, {"PREFIX": "/conda/prefix", "CMAKE_PREFIX_PATH": "/extra"},
-                  rocm_version="7.2")
-    assert env["CMAKE_PREFIX_PATH"] == "/opt/rocm:/conda/prefix:/extra"
-    assert env_for(tmp_path, {"CMAKE_PREFIX_PATH": "/extra"})["CMAKE_PREFIX_PATH"] == "/extra"
-
-
-def test_rocm_unknown_version_and_overrides(tmp_path: Path) -> None:
-    with pytest.raises(MegabuildError, match="unknown ROCm version '5.7'"):
-        env_for(tmp_path, rocm_version="5.7")
-    env = env_for(tmp_path, {"FEEDSTOCK_ROCM_ARCH": "gfx942", "ROCM_PATH": "/sw/rocm-6.4"},
-                  rocm_version="5.7")
-    assert env["PYTORCH_ROCM_ARCH"] == "gfx942" and env["ROCM_PATH"] == "/sw/rocm-6.4"
-    assert gpu_backend({"gpu_backend": "rocm", "rocm_version": "6.4"}) == "rocm"
+# ROCm: tests/test_rocm_env.py (the environment needs a ROCm installation to point at)
 
 
 def test_every_gpu_version_of_the_recipe_has_an_arch_list(repo_root: Path) -> None:
@@ -177,8 +220,12 @@ def test_ccache_launcher_only_when_found(tmp_path: Path) -> None:
     ccache.chmod(0o755)
     path = f"{tools}:/usr/bin:/bin"
     env = env_for(tmp_path, {"CCACHE_DIR": str(tmp_path / "cc"), "PATH": path})
-    assert env["CMAKE_CXX_COMPILER_LAUNCHER"] == "ccache"
-    assert env["CMAKE_CUDA_COMPILER_LAUNCHER"] == "ccache"
+    assert env["CMAKE_CXX_COMPILER_LAUNCHER"] == str(ccache)
+    assert env["CMAKE_CUDA_COMPILER_LAUNCHER"] == str(ccache)
+    assert env["CCACHE_DIR"] == str(tmp_path / "cc")   # the older spelling of a folder cache
+    same = env_for(tmp_path, {"FEEDSTOCK_COMPILE_CACHE": str(tmp_path / "cc"), "PATH": path})
+    assert {k: v for k, v in same.items() if k.startswith(("CCACHE_", "CMAKE_"))} == \
+        {k: v for k, v in env.items() if k.startswith(("CCACHE_", "CMAKE_"))}
     assert "CMAKE_CXX_COMPILER_LAUNCHER" not in env_for(tmp_path, {"PATH": path})
     assert "CMAKE_CXX_COMPILER_LAUNCHER" not in env_for(
         tmp_path, {"CCACHE_DIR": str(tmp_path / "cc"), "PATH": str(tmp_path / "empty")})
@@ -213,7 +260,7 @@ def test_context_from_environ(tmp_path: Path) -> None:
     ctx = BuildContext.from_environ(environ)
     assert ctx.stage_dir == tmp_path / "src" / "megabuild-stage"
     assert ctx.variant["PKG_NAME"] == "pytorch" and "UNRELATED" not in ctx.variant
-    assert ctx.env["UNRELATED"] == "x" and ctx.env["BLAS"] == "Generic"
+    assert ctx.env["UNRELATED"] == "x" and ctx.env["BLAS"] == "OpenBLAS"
     with pytest.raises(TypeError):
         ctx.env["X"] = "1"  # read-only
     with pytest.raises(MegabuildError, match="SRC_DIR, PREFIX not set"):

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 import zipfile
+from pathlib import Path
 
 import pytest
 import yaml
@@ -181,6 +182,47 @@ def test_upload_passes_tokens_by_name_only(fs):
     assert not any(secret in proc.stdout for secret in TOKENS.values())
 
 
+def test_remote_compile_cache_url_by_value_password_by_name(fs):
+    password = "s3cret-cache-pw"
+    env = fs.env(FEEDSTOCK_COMPILE_CACHE_PASSWORD=password, **TOKENS)
+    proc = fs.run(CPU_MKL, "--compile-cache", "redis://cache.example.org:6379",
+                  "--compile-cache-read-only", "--min-free-gb", "0", env=env)
+    assert proc.returncode == 0, proc.stderr
+    (run,) = fs.runs()
+    inside = run["container_env"]
+    assert inside["FEEDSTOCK_COMPILE_CACHE"] == "redis://cache.example.org:6379"
+    assert inside["FEEDSTOCK_COMPILE_CACHE_READ_ONLY"] == "1"
+    assert inside["FEEDSTOCK_COMPILE_CACHE_PASSWORD"] == password        # reached the build
+    assert "-e" in run["argv"] and "FEEDSTOCK_COMPILE_CACHE_PASSWORD" in run["argv"]  # by name
+    assert password not in json.dumps(run["argv"]) and password not in proc.stdout
+    assert not any(name in inside for name in TOKENS)                    # no upload: no tokens
+    assert option_values(run["argv"], "-v") == [                         # a URL mounts nothing
+        f"{fs.root}:/home/conda/feedstock_root:rw,z",
+        f"{fs.root / 'recipe'}:/home/conda/recipe_root:rw,z"]
+
+
+def test_cache_password_stays_home_without_a_cache(fs):
+    env = fs.env(FEEDSTOCK_COMPILE_CACHE_PASSWORD="pw-unused")
+    proc = fs.run(CPU_MKL, "--min-free-gb", "0", env=env)
+    assert proc.returncode == 0, proc.stderr
+    (run,) = fs.runs()
+    assert "FEEDSTOCK_COMPILE_CACHE_PASSWORD" not in run["container_env"]
+    assert "FEEDSTOCK_COMPILE_CACHE" not in run["container_env"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--compile-cache", "redis://user:pw@host:6379"], "set FEEDSTOCK_COMPILE_CACHE_PASSWORD"),
+    (["--compile-cache", "s3://bucket/cache"], "use redis://host:port, http://host/path or a folder"),
+    (["--compile-cache", "/tmp/a", "--ccache", "/tmp/b"], "older spelling of --compile-cache"),
+    (["--compile-cache-read-only"], "needs --compile-cache"),
+])
+def test_bad_compile_cache_arguments(fs, args, message):
+    proc = fs.run(CPU_MKL, *args, "--min-free-gb", "0")
+    assert proc.returncode == 2
+    assert message in proc.stderr and proc.stderr.count("\n") == 1
+    assert fs.runs() == []
+
+
 def test_successful_container_removed_failed_one_kept(fs):
     env = fs.env(FAKE_DOCKER_PLAN=plan(**{CUDA129: "fail"}))
     proc = fs.run(CPU_MKL, CUDA129, "--min-free-gb", "0", env=env)
@@ -221,12 +263,14 @@ def test_mounts_ccache_and_gpus(fs, tmp_path):
     assert option_values(cuda_run["argv"], "-v") == [
         f"{fs.root}:/home/conda/feedstock_root:rw,z",
         f"{fs.root / 'recipe'}:/home/conda/recipe_root:rw,z",
-        f"{cache}:/home/conda/ccache:rw,z"]
+        f"{cache}:/home/conda/compile-cache:rw,z"]
     assert cache.is_dir()
     assert option_values(cuda_run["argv"], "--gpus") == ["all"]
     assert "--gpus" not in cpu_run["argv"]                 # CPU config: no GPU asked for
     for run in (cuda_run, cpu_run):
-        assert run["container_env"]["CCACHE_DIR"] == "/home/conda/ccache"
+        # --ccache DIR is the older spelling of --compile-cache DIR: one mechanism
+        assert run["container_env"]["FEEDSTOCK_COMPILE_CACHE"] == "/home/conda/compile-cache"
+        assert "CCACHE_DIR" not in run["container_env"]
         assert run["container_env"]["FEEDSTOCK_MAX_JOBS"] == "3"
         assert "FEEDSTOCK_DEV_TAG" not in run["container_env"]   # speed-only flags: release build
 
@@ -381,7 +425,7 @@ def test_container_runs_the_real_build_steps(fs, tmp_path):
     derived = fs.artifacts / "localbuild" / f"{CPU_MKL}-devpy312.yaml"
     assert build["argv"][:4] == ["build", str(fs.root / "recipe"), "-m", str(derived)]
     assert build["config_python"] == ["3.12.* *_cpython"]        # the derived config was read
-    assert build["env"]["CCACHE_DIR"] == str(cache)               # the mounted cache folder
+    assert build["env"]["FEEDSTOCK_COMPILE_CACHE"] == str(cache)  # the mounted cache folder
     assert build["env"]["FEEDSTOCK_MAX_JOBS"] == "2"
     assert build["env"]["FEEDSTOCK_DEV_TAG"] == "py312"
     assert build["env"]["CONDA_PKGS_DIRS"] == f"{fs.artifacts}/pkg_cache"
@@ -410,3 +454,31 @@ def test_zip_logs_that_cannot_be_written_is_a_warning(tmp_path):
                            f"{root / 'build_artifacts' / 'build-logs-s.zip'}")
     assert text.count("\n") == 1
     assert sorted(p.name for p in root.iterdir()) == ["build_artifacts"]
+
+
+def test_test_only_tests_built_packages_without_building(fs, tmp_path):
+    """--test-only (the CI GPU test job): the real build_steps.sh tests what a build left in
+    build_artifacts/, compiles nothing, writes no marker, and needs the packages to be there."""
+    install_fake_conda(fs.bin_dir)
+    conda_log = tmp_path / "conda-calls.jsonl"
+    env = fs.env(FAKE_DOCKER_PLAN=plan(**{"*": "exec"}), FAKE_CONDA_LOG=str(conda_log))
+    missing = fs.run(CUDA129, "--test-only", "--gpu-tests", "--min-free-gb", "0", env=env)
+    assert missing.returncode == 1
+    assert "no package of" in (fs.artifacts / f"{CUDA129}-log.txt").read_text()
+    assert fs.run(CUDA129, "--min-free-gb", "0", env=env).returncode == 0     # the build job
+    conda_log.unlink()
+    fs.marker(CUDA129).unlink()       # the CI test job gets packages, never the build's marker
+    proc = fs.run(CUDA129, "--test-only", "--gpu-tests", "--min-free-gb", "0", env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    calls = [c["argv"] for c in read_jsonl(conda_log)]
+    assert [c[0] for c in calls] == ["install", "build", "index", "index", "build", "build"]
+    assert "--output" in calls[1]
+    tested = [c[c.index("--test") + 1] for c in calls[4:]]
+    assert [Path(t).name for t in tested] == ["libtorch-2.13.0-h0_0.conda",
+                                              "pytorch-2.13.0-py312h0_0.conda"]
+    assert not fs.marker(CUDA129).exists()
+    run = fs.runs()[-1]
+    assert run["container_env"]["TEST_ONLY"] == "1"
+    assert option_values(run["argv"], "--gpus") == ["all"]
+    bad = fs.run(CUDA129, "--test-only", "--debug", env=env)
+    assert bad.returncode == 2 and "does not combine" in bad.stderr

@@ -359,7 +359,7 @@ def test_native_without_conda_build(fs, tmp_path):
     proc = fs.run(CPU_MKL, "--native", env=env)
     assert proc.returncode == 3
     line = one_error_line(proc)
-    assert "--native needs conda-build on PATH" in line and "rattler-build" in line
+    assert "--native needs conda-build >= 25.3 on PATH" in line and "rattler-build" in line
 
 
 def test_other_architecture_needs_emulate(tmp_path):

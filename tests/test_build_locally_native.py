@@ -12,6 +12,7 @@ import yaml
 
 from build_locally_support import FAKE_CONDA, install_fake_conda, make_feedstock, read_jsonl
 from localbuild.configs import host_platform
+from localbuild.preflight import MIN_CONDA_BUILD_TEXT
 
 CPU_MKL = "linux_64_blas_implmklcuda_compiler_versionNone"
 
@@ -46,7 +47,8 @@ def test_build_steps_in_container_order_and_marker_last(fs):
     install, build, _, index = calls
     channels = ["--override-channels", "--channel", "conda-forge/label/rc", "--channel", "conda-forge"]
     assert install["argv"][-len(channels) - 2:-2] == channels
-    assert install["argv"][-2:] == ["conda-build", "conda-index"]
+    # the same minimum as the --native preflight: older conda-build rejects the recipe's glob pins
+    assert install["argv"][-2:] == [f"conda-build>={MIN_CONDA_BUILD_TEXT}", "conda-index"]
     artifacts = str(fs.artifacts)
     assert build["argv"][:4] == ["build", str(fs.root / "recipe"), "-m",
                                  str(fs.root / ".ci_support" / f"{CPU_MKL}.yaml")]
@@ -144,7 +146,7 @@ def test_native_build_through_build_steps(fs, tmp_path):
     build = calls[0]
     assert build["config_python"] == ["3.12.* *_cpython"]   # the derived config was used
     assert build["env"]["FEEDSTOCK_MAX_JOBS"] == "2"
-    assert build["env"]["CCACHE_DIR"] == str(cache)
+    assert build["env"]["FEEDSTOCK_COMPILE_CACHE"] == str(cache)
     assert build["env"]["FEEDSTOCK_DEV_TAG"] == "py312"
     assert "CONDA_PKGS_DIRS" not in build["env"]           # the host's conda settings stay
     assert (fs.artifacts / f"conda-forge-build-done-{CPU_MKL}-devpy312").exists()
@@ -152,6 +154,52 @@ def test_native_build_through_build_steps(fs, tmp_path):
     assert "linux-64/pytorch-2.13.0-py312h0_0.conda" in proc.stdout
     derived = yaml.safe_load((fs.artifacts / "localbuild" / f"{CPU_MKL}-devpy312.yaml").read_text())
     assert derived["python"] == ["3.12.* *_cpython"]
+
+
+def _conda_build_reporting(fs, text: str, status: int = 0) -> None:
+    """A stand-in `conda-build` executable that only answers --version, as the real one does."""
+    stand_in = fs.bin_dir / "conda-build"
+    stand_in.write_text(f"#!/bin/sh\necho '{text}'\nexit {status}\n")
+    stand_in.chmod(0o755)
+
+
+@pytest.mark.parametrize("version", ["24.11.2", "25.1.2", "3.28.4"])
+def test_native_refuses_a_conda_build_older_than_25_3(fs, version):
+    if host_platform() != "linux-64":
+        pytest.skip(f"the test config is linux-64; this host is {host_platform()}")
+    _conda_build_reporting(fs, f"conda-build {version}")
+    proc = fs.run(CPU_MKL, "--native", "--min-free-gb", "0", env=native_env(fs))
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
+    assert f"is conda-build {version}, but this recipe needs >= {MIN_CONDA_BUILD_TEXT}" in lines[0]
+    assert f'conda install -n base "conda-build>={MIN_CONDA_BUILD_TEXT}"' in lines[0]
+    assert str(fs.bin_dir / "conda-build") in lines[0]       # which one was found
+    assert conda_calls(fs) == []                              # refused before anything ran
+    assert not fs.artifacts.exists()
+
+
+@pytest.mark.parametrize("version", ["25.3.0", "26.1.0"])
+def test_native_accepts_conda_build_25_3_and_later(fs, version):
+    if host_platform() != "linux-64":
+        pytest.skip(f"the test config is linux-64; this host is {host_platform()}")
+    _conda_build_reporting(fs, f"conda-build {version}")
+    proc = fs.run(CPU_MKL, "--native", "--min-free-gb", "0", env=native_env(fs))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert [c["argv"][0] for c in conda_calls(fs)] == ["build", "index", "index"]
+    assert fs.marker(CPU_MKL).exists()
+
+
+def test_native_conda_build_without_a_readable_version_is_one_line(fs):
+    if host_platform() != "linux-64":
+        pytest.skip(f"the test config is linux-64; this host is {host_platform()}")
+    _conda_build_reporting(fs, "Traceback: ImportError: no module named conda", status=1)
+    proc = fs.run(CPU_MKL, "--native", "--min-free-gb", "0", env=native_env(fs))
+    assert proc.returncode == 3
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: could not read the version of "), proc.stderr
+    assert "ImportError" in lines[0] and f"conda-build >= {MIN_CONDA_BUILD_TEXT}" in lines[0]
+    assert conda_calls(fs) == []
 
 
 def test_native_failure_is_reported(fs):
@@ -192,12 +240,15 @@ def test_native_skips_configs_of_other_platforms(tmp_path):
 def test_native_release_build_ignores_override_variables_from_the_shell(fs):
     if host_platform() != "linux-64":
         pytest.skip(f"the test config is linux-64; this host is {host_platform()}")
-    env = native_env(fs, FEEDSTOCK_DEV_TAG="stale", FEEDSTOCK_MAX_JOBS="99", CCACHE_DIR="/nowhere")
+    env = native_env(fs, FEEDSTOCK_DEV_TAG="stale", FEEDSTOCK_MAX_JOBS="99", CCACHE_DIR="/nowhere",
+                     FEEDSTOCK_COMPILE_CACHE="redis://127.0.0.1:1", FEEDSTOCK_COMPILE_CACHE_PASSWORD="pw")
     proc = fs.run(CPU_MKL, "--native", "--min-free-gb", "0", env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     build = conda_calls(fs)[0]
     assert build["env"].get("FEEDSTOCK_DEV_TAG") is None
     assert build["env"].get("FEEDSTOCK_MAX_JOBS") is None and build["env"].get("CCACHE_DIR") is None
+    assert build["env"].get("FEEDSTOCK_COMPILE_CACHE") is None
+    assert build["env"].get("FEEDSTOCK_COMPILE_CACHE_PASSWORD") is None   # a secret: never unasked
     assert fs.marker(CPU_MKL).exists()
 
 

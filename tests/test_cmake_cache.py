@@ -1,4 +1,4 @@
-"""CMakeCache model and Python retargeting, on the real PyTorch caches in ../shared/fixtures."""
+"""CMakeCache model and Python retargeting, on the real PyTorch caches in tests/fixtures (copied from the team's shared fixtures)."""
 from __future__ import annotations
 
 from pathlib import Path

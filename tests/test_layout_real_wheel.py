@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,8 +25,8 @@ from tests.layout.build_cache import read_cache
 from tests.layout.prefix import (Snapshot, changed_or_removed, create_prefix, new_paths, site_packages,
                                  snapshot)
 from tests.layout.recipe_tests import RecipeTests, recipe_tests
-from tests.layout.wheel_frontend import (RETARGETED_KEYS, WheelFrontend, free_bytes, patch_targets,
-                                         recipe_patches, unpack_size)
+from tests.layout.wheel_frontend import (RETARGETED_KEYS, WheelFrontend, free_bytes, patch_for_wheel,
+                                         patch_targets, recipe_patches, unpack_size, wheel_path)
 
 LAYOUT_DIR = Path(__file__).resolve().parent / "layout"
 PREFIX_REQUIREMENTS = LAYOUT_DIR / "prefix-requirements.txt"
@@ -272,14 +273,23 @@ def test_no_bytecode_of_another_python(layout: SplitLayout) -> None:
     assert not foreign, f"pytorch for 3.11 ships bytecode of another Python: {foreign[:10]}"
 
 
-def test_recipe_patches_reach_the_installed_package(layout: SplitLayout) -> None:
+def test_recipe_patches_reach_the_installed_package(layout: SplitLayout, tmp_path: Path) -> None:
     """Every recipe patch to a file the package ships (torch/utils/cpp_extension.py...) is installed."""
     patches = recipe_patches(META_YAML)
-    shipped = [p for p in patches if all((layout.sp_dir / t).exists() for t in patch_targets(p))]
+    shipped = [p for p in patches
+               if all((layout.sp_dir / wheel_path(t)).exists() for t in patch_targets(p))]
     assert layout.frontend.patched == [p.name for p in shipped]
     assert set(layout.frontend.unpatched) == {p.name for p in patches} - set(layout.frontend.patched)
-    for patch in shipped:  # in the installed files: it reverses cleanly there (-f: never re-apply)
-        run(["patch", "-p1", "-R", "-f", "--dry-run", "-s", "-d", layout.sp_dir, "-i", patch])
+    for patch in shipped:  # in the installed files (headers through their symlinks into $PREFIX):
+        check = Path(tempfile.mkdtemp(prefix="reverse-", dir=tmp_path))
+        for target in patch_targets(patch):
+            installed = wheel_path(target)
+            (check / installed).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile((layout.sp_dir / installed).resolve(), check / installed)
+        # it reverses cleanly there (-f: never re-apply)
+        proc = subprocess.run(["patch", "-p1", "-R", "-f", "--dry-run", "-s", "-d", str(check)],
+                              input=patch_for_wheel(patch), capture_output=True, text=True)
+        assert proc.returncode == 0, (patch.name, proc.stdout)
 
 
 def test_cache_retargeted_before_install(layout: SplitLayout) -> None:

@@ -120,3 +120,70 @@ def test_stale_ci_support_and_clashing_build_strings(feedstock_copy):
     assert proc.returncode == 1
     assert f".ci_support/{config.name}: out of date; run: python -m feedstock rerender" in proc.stdout
     assert "build string not unique: linux-64/pytorch-cpu-2.13.0-cpu_h" in proc.stdout
+
+
+# -- the recipe against what the driver really does -------------------------------------------
+def test_removing_a_use_system_package_from_host_fails(feedstock_copy):
+    """The driver sets USE_SYSTEM_NVTX=1 on CUDA variants; without nvtx-c in host CMake would
+    not find it hours into the build. Lint names the variable, the package and where to add it."""
+    meta = feedstock_copy / "recipe" / "meta.yaml"
+    text = meta.read_text()
+    top_level = "\n    - nccl\n    - nvtx-c\n"  # the top level's host (4-space indent)
+    assert text.count(top_level) == 1
+    meta.write_text(text.replace(top_level, "\n    - nccl\n", 1))
+    proc = lint(feedstock_copy)
+    assert proc.returncode == 1
+    lines = [line for line in proc.stdout.splitlines() if "USE_SYSTEM" in line]
+    assert lines == ["recipe/meta.yaml: the driver sets USE_SYSTEM_NVTX=1 (megabuild/build_env.py) but "
+                     "'nvtx-c' is not in the host requirements of libtorch-split (linux-64); "
+                     "add nvtx-c to its host section"], proc.stdout
+
+
+def test_removing_sleef_from_the_pytorch_output_fails_on_every_platform(feedstock_copy):
+    meta = feedstock_copy / "recipe" / "meta.yaml"
+    text = meta.read_text()
+    meta.write_text(text.replace("        - sleef\n        - six\n", "        - six\n", 1))
+    proc = lint(feedstock_copy)
+    assert proc.returncode == 1
+    assert ("the driver sets USE_SYSTEM_SLEEF=1 (megabuild/build_env.py) but 'sleef' is not in "
+            "the host requirements of pytorch (linux-64, linux-aarch64, osx-arm64)") in proc.stdout
+
+
+def test_driver_passing_the_conda_build_number_fails(feedstock_copy):
+    """If the driver handed conda's build number (100-300 here) to PyTorch, torch would report
+    2.13.0.post300; lint runs the copy's own driver and catches it."""
+    build_env = feedstock_copy / "recipe" / "megabuild" / "build_env.py"
+    text = build_env.read_text()
+    old = '    env["PYTORCH_BUILD_NUMBER"] = "0"\n'
+    assert old in text
+    build_env.write_text(text.replace(old, '    env["PYTORCH_BUILD_NUMBER"] = variant.get("PKG_BUILDNUM", "0")\n'))
+    proc = lint(feedstock_copy)
+    assert proc.returncode == 1
+    assert ("PyTorch will report 2.13.0.post300 (PYTORCH_BUILD_VERSION, PYTORCH_BUILD_NUMBER=300) "
+            "but the recipe expects 2.13.0; the driver must pass PYTORCH_BUILD_NUMBER=0") in proc.stdout
+    # CPU generic builds have build number 0, which PyTorch does not append
+    assert "cpu_generic" not in proc.stdout and "cpugeneric" not in proc.stdout
+
+
+def test_a_recipe_without_a_version_test_fails(feedstock_copy):
+    meta = feedstock_copy / "recipe" / "meta.yaml"
+    lines = meta.read_text().splitlines(keepends=True)
+    kept = [line for line in lines if "torch.__version__.split" not in line]
+    assert len(kept) == len(lines) - 1
+    meta.write_text("".join(kept))
+    proc = lint(feedstock_copy)
+    assert proc.returncode == 1
+    assert "no test asserts torch.__version__; add one that compares it with '2.13.0'" in proc.stdout
+
+
+def test_duplicated_variant_key_is_one_clear_error(feedstock_copy):
+    cbc = feedstock_copy / "recipe" / "conda_build_config.yaml"
+    lines = cbc.read_text().splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("blas_impl:")) + 1
+    cbc.write_text(cbc.read_text() + "\nblas_impl:\n  - generic\n")
+    duplicate = len(lines) + 2
+    for command in ("lint", "rerender"):
+        proc = run_feedstock_cli(command, root=feedstock_copy)
+        assert proc.returncode in (1, 2) and "Traceback" not in proc.stderr
+        assert (f"recipe/conda_build_config.yaml:{duplicate}: key 'blas_impl' is given twice (first at "
+                f"line {first}) on linux-64") in proc.stdout + proc.stderr

@@ -18,6 +18,8 @@ import pytest
 import megabuild_harness as harness
 from megabuild.cmake_cache import CMakeCache
 from megabuild.context import BuildContext
+from megabuild.source_prep import prepare_source
+from megabuild.activation import activation_scripts
 from megabuild.errors import MegabuildError
 from megabuild.python_target import PythonTarget
 from megabuild.retarget import python_entry_keys, retarget_cache
@@ -212,6 +214,7 @@ def test_retargeted_cache_equals_a_fresh_configure(gpu_build, tmp_path: Path) ->
     version = others[0]
     python = gpu_build.venvs[version]
     src = harness.copy_project(tmp_path / "src")
+    prepare_source(src)  # as the split step does before its configure
     env = {k: v for k, v in gpu_build.base.items() if not k.startswith("CMAKE_")}
     env.update({"USE_CUDA": "1", "FEEDSTOCK_CUDA_ARCH_LIST": "8.0", "TORCH_CUDA_ARCH_LIST": "8.0"})
     subprocess.run([str(python), "setup.py", "--cmake-only"], cwd=src, env=env, check=True,
@@ -383,6 +386,22 @@ def test_command_line_prints_one_error_line(broken_setup, tmp_path: Path) -> Non
 
 
 # -- CPU variant ---------------------------------------------------------------------------------
+def test_cuda_libtorch_installs_its_arch_list_activation(gpu_build) -> None:
+    for prefix in gpu_build.prefixes.values():
+        script = (prefix / "etc" / "conda" / "activate.d" / "libtorch_activate.sh").read_text()
+        assert "export TORCH_CUDA_ARCH_LIST=" in script
+        assert (prefix / "etc" / "conda" / "deactivate.d" / "libtorch_deactivate.sh").is_file()
+
+
+def test_package_version_has_no_post_suffix(gpu_build) -> None:
+    """The test project's setup.py follows PyTorch's rule (.post<N> for a build number above
+    1); the recipe's conda build number must not reach it."""
+    for version, venv_python in gpu_build.venvs.items():
+        out = subprocess.run([str(venv_python), "-c", "import importlib.metadata as m; "
+                              "print(m.version('megatorch'))"], capture_output=True, text=True)
+        assert out.stdout.strip() == "2.13.0", (version, out.stdout, out.stderr)
+
+
 def test_cpu_variant_has_no_cuda_outputs(venvs, cpythons, tmp_path_factory) -> None:
     # venvs of its own: the pytorch steps install into them, and the session's venvs must
     # keep what gpu_build installed (other tests inspect their site-packages)
@@ -398,6 +417,10 @@ def test_cpu_variant_has_no_cuda_outputs(venvs, cpythons, tmp_path_factory) -> N
     core = Counter(o for o in run.compiled() if harness.target_of(o) in harness.CORE_TARGETS)
     assert core and set(core.values()) == {1}
     assert CMakeCache.read(run.src / "build" / "CMakeCache.txt").get("USE_CUDA") in ("0", "OFF")
+    # no CUDA, no TORCH_CUDA_ARCH_LIST activation script
+    assert not (run.prefixes[versions[0]] / "etc" / "conda").exists()
+    # the release tarball's preparation ran before the configure
+    assert not (run.src / ".gitmodules").exists()
 
 
 def test_split_refuses_a_magma_flip_that_changed_nothing(venvs, tmp_path: Path) -> None:
@@ -462,7 +485,10 @@ def test_install_refuses_to_clobber_a_host_dependency(gpu_build, tmp_path: Path)
     host = tree_state(prefix)
     install_libtorch(ctx)
     installed = tree_state(prefix)
-    assert installed == {**host, **tree_state(stage)}  # host files kept, staged files added
+    # host files kept, staged files added, and (CUDA) the TORCH_CUDA_ARCH_LIST activation
+    activation = {str(path): text.encode() for path, text in
+                  activation_scripts(ctx.env["TORCH_CUDA_ARCH_LIST"]).items()}
+    assert installed == {**host, **tree_state(stage), **activation}
     install_libtorch(ctx)
     assert tree_state(prefix) == installed
 

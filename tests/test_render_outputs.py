@@ -39,12 +39,21 @@ def test_outputs_per_variant(rendered, config):
     backend = values["gpu_backend"][0]
     outputs = rendered[config]
     counts = Counter(o.name for o in outputs)
-    expected = {"cpu": {"libtorch", "pytorch", "pytorch-cpu"},
-                "cuda": {"libtorch", "libtorch-cuda-linalg", "pytorch", "pytorch-gpu"},
-                "rocm": {"libtorch", "pytorch", "pytorch-rocm"}}[backend]
+    expected = {"cpu": {"libtorch", "pytorch", "pytorch-tests", "pytorch-cpu"},
+                "cuda": {"libtorch", "libtorch-cuda-linalg", "pytorch", "pytorch-tests", "pytorch-gpu"},
+                "rocm": {"libtorch", "pytorch", "pytorch-tests", "pytorch-rocm"}}[backend]
     assert set(counts) == expected
     assert counts["libtorch"] == 1                       # built once per job
     assert counts["pytorch"] == len(values["python"])    # once per Python
+    assert counts["pytorch-tests"] == len(values["python"])
+    for tests_output in (o for o in outputs if o.name == "pytorch-tests"):
+        # it tests exactly the pytorch of its variant and Python
+        pytorch = next(o for o in outputs if o.name == "pytorch" and
+                       o.build_string.rsplit("_h", 1)[0] == tests_output.build_string.rsplit("_h", 1)[0])
+        pin = next(r for r in tests_output.requirements["run"] if r.startswith("pytorch "))
+        tag = pytorch.build_string.rsplit("_h", 1)[0]
+        assert pin == f"pytorch {pytorch.version} {tag}_*_{pytorch.build_number}"
+        assert any("run_pytorch_tests.py" in str(c) for c in tests_output.tests["commands"])
     pys = sorted(o.build_string.split("_py")[1].split("_")[0] for o in outputs if o.name == "pytorch")
     assert pys == sorted("".join(p.split(" ")[0].split(".")[:2]) for p in values["python"])
     if backend == "cuda":
@@ -149,7 +158,8 @@ def test_render_cli_text_and_json():
     assert "run_exports:" in text.stdout and "tests:" in text.stdout
     as_json = run_feedstock_cli("render", f"{config}.yaml", "--json")
     data = json.loads(as_json.stdout)
-    assert {d["name"] for d in data} == {"libtorch", "libtorch-cuda-linalg", "pytorch", "pytorch-gpu"}
+    assert {d["name"] for d in data} == {"libtorch", "libtorch-cuda-linalg", "pytorch", "pytorch-tests",
+                                         "pytorch-gpu"}
     assert all({"build_string", "requirements", "run_exports", "tests"} <= set(d) for d in data)
 
 

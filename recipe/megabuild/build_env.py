@@ -5,56 +5,85 @@ Every step calls it with the same inputs, so the libtorch and pytorch steps can 
 about an environment variable (a changed variable between steps used to mean a full rebuild).
 The steps never read `os.environ`; they use `BuildContext.env`.
 
-What it sets, on top of `base` (the environment conda-build gave the driver):
+What it sets, on top of `base` (the environment conda-build gave the driver). Each setting
+that came from a real build's failure is listed, with its reason, in recipe/README.md
+("Build knowledge: parity with the conda-forge recipe").
 
 - backend: `USE_CUDA`, `USE_ROCM`, `TORCH_CUDA_ARCH_LIST` (table per CUDA `major.minor`,
-  `FEEDSTOCK_CUDA_ARCH_LIST` overrides), `PYTORCH_ROCM_ARCH` (table per ROCm `major.minor`,
-  `FEEDSTOCK_ROCM_ARCH` overrides), `ROCM_PATH` (first in `CMAKE_PREFIX_PATH`, before
-  `$PREFIX`); an unknown version is a one-line error;
+  `FEEDSTOCK_CUDA_ARCH_LIST` overrides), `TORCH_NVCC_FLAGS` (compressed fatbins), the CUDA
+  toolkit locations in `$PREFIX` (read by patch 0006); ROCm (`PYTORCH_ROCM_ARCH`, `ROCM_PATH`,
+  `HIP_*`, include order, OpenMP, switches) comes from `megabuild/rocm.py`, applied last; an
+  unknown version is a one-line error;
 - `USE_MAGMA=0`: the first configure is always without MAGMA, the split step flips it in the
   cache afterwards (the environment no longer reaches CMake once the cache exists);
-- BLAS: `BLAS=MKL` for `blas_impl=mkl` (x86_64 only), `BLAS=Generic` (netlib interface) else;
-  `USE_MKLDNN` on except for ROCm;
+- BLAS: `BLAS=MKL` for `blas_impl=mkl` (x86_64 only); for `generic`, PyTorch's OpenBLAS path
+  pointed at `$PREFIX` (patched to link the netlib-interface `lapack`, `cblas` and `blas` the
+  channel ships, and to use the CBLAS dot convention); `USE_MKLDNN` on except for ROCm and
+  osx-arm64;
 - `MAX_JOBS` = min(CPU count, available memory / memory per job), where memory per job is
   larger for GPU builds; `FEEDSTOCK_MAX_JOBS` overrides;
-- `CMAKE_{C,CXX,CUDA}_COMPILER_LAUNCHER=ccache` when `CCACHE_DIR` is set and ccache is on PATH
-  (an explicit launcher in `base` wins);
-- `USE_SYSTEM_*` for the dependencies the channel ships, `BUILD_CUSTOM_PROTOBUF=OFF` (the
-  channel's libprotobuf, not a bundled copy), `BUILD_TEST=0`, `PYTORCH_BUILD_VERSION/NUMBER`
-  from the package version and build number;
-- flag clean-ups: `-std=...` is removed from C/C++ flags (PyTorch chooses its own standard).
+- the compile cache (`compile_cache.py`): ccache as `CMAKE_{C,CXX,CUDA,HIP}_COMPILER_LAUNCHER`
+  when `FEEDSTOCK_COMPILE_CACHE` (or `CCACHE_DIR`) is set and ccache is on PATH (an explicit
+  launcher in `base` wins);
+- `USE_SYSTEM_*` for the dependencies the channel ships (`system_libraries()`: each with the
+  host package that provides it, which `python -m feedstock lint` checks against the recipe),
+  `BUILD_CUSTOM_PROTOBUF=OFF` (the channel's libprotobuf, not a bundled copy),
+  `BUILD_TEST=0`, `INSTALL_TEST=0`, features without a package in host off (`USE_NUMA`,
+  `USE_ITT`, `USE_CUFILE`);
+- `PYTORCH_BUILD_VERSION` from the package version and `PYTORCH_BUILD_NUMBER=0` always:
+  PyTorch appends `.post<N>` to its version for N > 1, and the conda build number (up to 300
+  here) would then disagree with the conda version;
+- flag clean-ups: `-std=...` and `-fvisibility-inlines-hidden` are removed from C/C++ flags;
+  in `LDFLAGS`, `-Wl,--as-needed` and `-dead_strip_dylibs` are removed (they drop the BLAS
+  and MKL libraries PyTorch loads by symbol), `-z now` becomes `-z lazy` (GPU libraries must
+  load lazily, or `import torch` fails on machines without a GPU driver) and Linux links get
+  `-z noexecstack`; `_GLIBCXX_USE_CXX11_ABI=1`.
 """
 from __future__ import annotations
 
 import os
 import re
-import shutil
 from pathlib import Path
 from typing import Mapping
 
+from . import compile_cache
 from .errors import MegabuildError
+from .rocm import ROCM_ARCH_LISTS, rocm_arch_list, rocm_environment  # noqa: F401
 
 # CUDA major.minor -> TORCH_CUDA_ARCH_LIST. CUDA 13 dropped everything before Turing (7.5).
+# One entry per major.minor family that needs its own code: a cubin runs on every GPU of the
+# same major version with an equal or higher minor, so 6.1 and 8.9 GPUs run the 6.0 and 8.6
+# code; each extra entry costs compile time on the longest builds we have.
 CUDA_ARCH_LISTS: dict[str, str] = {
-    "12.9": "5.0;6.0;6.1;7.0;7.5;8.0;8.6;8.9;9.0;10.0;12.0+PTX",
-    "13.0": "7.5;8.0;8.6;8.9;9.0;10.0;11.0;12.0+PTX",
+    "12.9": "5.0;6.0;7.0;7.5;8.0;8.6;9.0;10.0;12.0+PTX",
+    "13.0": "7.5;8.0;8.6;9.0;10.0;11.0;12.0+PTX",
 }
-# ROCm major.minor -> PYTORCH_ROCM_ARCH (the gfx targets the ROCm release supports).
-ROCM_ARCH_LISTS: dict[str, str] = {
-    "6.3": "gfx900;gfx906;gfx908;gfx90a;gfx942;gfx1030;gfx1100;gfx1101;gfx1102",
-    "6.4": "gfx900;gfx906;gfx908;gfx90a;gfx942;gfx1030;gfx1100;gfx1101;gfx1102;gfx1200;gfx1201",
-    "7.0": "gfx908;gfx90a;gfx942;gfx950;gfx1030;gfx1100;gfx1101;gfx1200;gfx1201",
-    "7.1": "gfx908;gfx90a;gfx942;gfx950;gfx1030;gfx1100;gfx1101;gfx1102;gfx1200;gfx1201",
-    "7.2": "gfx908;gfx90a;gfx942;gfx950;gfx1030;gfx1100;gfx1101;gfx1102;gfx1150;gfx1151;"
-           "gfx1200;gfx1201",
+# Fatbins compressed (libtorch_cuda is several hundred MB otherwise); CUDA 13 can favour size.
+NVCC_FLAGS: dict[str, str] = {
+    "12.9": "-Xfatbin -compress-all",
+    "13.0": "-Xfatbin -compress-all -compress-mode=size",
 }
+# Where conda's CUDA packages put headers and libraries, per target platform.
+CUDA_TARGET_DIRS: dict[str, str] = {"linux-64": "x86_64-linux", "linux-aarch64": "sbsa-linux"}
 # Memory one compile job may need, in GiB: PyTorch's C++ needs several, CUDA/HIP kernels more.
 GIB_PER_JOB_CPU = 3
 GIB_PER_JOB_GPU = 6
-# Dependencies taken from the channel instead of PyTorch's third_party copies.
-SYSTEM_LIBS = ("USE_SYSTEM_SLEEF", "USE_SYSTEM_PYBIND11", "USE_SYSTEM_EIGEN_INSTALL",
-               "USE_SYSTEM_CPUINFO", "USE_SYSTEM_PTHREADPOOL", "USE_SYSTEM_FXDIV",
-               "USE_SYSTEM_PSIMD", "USE_SYSTEM_FP16")
+# Dependencies taken from the channel instead of PyTorch's third_party copies: the variable
+# PyTorch reads, and the conda package that must be in host for CMake to find it. Only what a
+# real build has proven (the conda-forge recipe of the same release); everything else stays
+# bundled. fmt needs USE_SYSTEM_FMT, which 2.13.0 only has with a backport (deferred, see
+# recipe/README.md).
+SYSTEM_LIBS: dict[str, str] = {
+    "USE_SYSTEM_SLEEF": "sleef",
+    "USE_SYSTEM_PYBIND11": "pybind11",
+    "USE_SYSTEM_EIGEN_INSTALL": "eigen",
+}
+CUDA_SYSTEM_LIBS: dict[str, str] = {
+    "USE_SYSTEM_NCCL": "nccl",
+    "USE_SYSTEM_NVTX": "nvtx-c",
+}
+# Features whose libraries are not in host: off, so CMake does not pick a system copy up.
+FEATURES_OFF = ("USE_NUMA", "USE_ITT", "USE_CUFILE")
 MKL_PLATFORMS = ("linux-64", "osx-64", "win-64")
 NONE_VALUES = ("", "none", "None", "false")
 
@@ -85,15 +114,6 @@ def cuda_arch_list(version: str) -> str:
     return CUDA_ARCH_LISTS[key]
 
 
-def rocm_arch_list(version: str) -> str:
-    key = _major_minor(version)
-    if key not in ROCM_ARCH_LISTS:
-        raise MegabuildError(f"unknown ROCm version {version!r}: no PYTORCH_ROCM_ARCH for it; "
-                             f"known: {', '.join(sorted(ROCM_ARCH_LISTS))} (add it to "
-                             "ROCM_ARCH_LISTS in megabuild/build_env.py or set FEEDSTOCK_ROCM_ARCH)")
-    return ROCM_ARCH_LISTS[key]
-
-
 def mem_available_bytes(meminfo: Path = Path("/proc/meminfo")) -> int | None:
     """MemAvailable from /proc/meminfo, or None where there is no such file (macOS)."""
     try:
@@ -121,8 +141,45 @@ def max_jobs(cpu_count: int, mem_bytes: int | None, gpu: bool) -> int:
     return max(1, min(cpu_count, by_memory))
 
 
+def system_libraries(backend: str) -> dict[str, str]:
+    """`USE_SYSTEM_*` variable -> host package, for a backend ("cpu", "cuda", "rocm")."""
+    return {**SYSTEM_LIBS, **(CUDA_SYSTEM_LIBS if backend == "cuda" else {})}
+
+
+def reported_version(env: Mapping[str, str]) -> str:
+    """The version PyTorch's setup.py gives torch (and pip) for this environment.
+
+    PyTorch appends `.post<N>` when PYTORCH_BUILD_NUMBER is above 1; the lint compares this
+    with the conda version the recipe's tests assert.
+    """
+    version = env.get("PYTORCH_BUILD_VERSION", "")
+    number = int(env.get("PYTORCH_BUILD_NUMBER", "0") or 0)
+    return f"{version}.post{number}" if number > 1 else version
+
+
+# C/C++ flags PyTorch must not get: it picks its own C++ standard, and hiding inline symbols
+# breaks programs that relied on them being exported by earlier builds.
+_DROPPED_COMPILE_FLAGS = ("-fvisibility-inlines-hidden",)
+# --as-needed / -dead_strip_dylibs drop BLAS/MKL libraries that are only used through symbols
+# resolved at run time (osx-64 failed with "Symbol not found: _mkl_blas_caxpy").
+_DROPPED_LINK_FLAGS = ("-Wl,--as-needed", "-Wl,-dead_strip_dylibs", "-dead_strip_dylibs")
+
+
 def _clean_flags(flags: str) -> str:
-    return " ".join(f for f in flags.split() if not f.startswith("-std="))
+    return " ".join(f for f in flags.split()
+                    if not f.startswith("-std=") and f not in _DROPPED_COMPILE_FLAGS)
+
+
+def _link_flags(flags: str, platform: str) -> str:
+    kept = [f for f in flags.split() if f not in _DROPPED_LINK_FLAGS]
+    # -z now resolves every symbol of libtorch_cuda at load time, so `import torch` fails on a
+    # machine without libcuda.so; lazy binding defers that to the first CUDA call
+    kept = [f.replace("-z,now", "-z,lazy") if f.startswith("-Wl,") else f for f in kept]
+    if platform.startswith("linux") and "-Wl,-z,noexecstack" not in kept:
+        # assembly objects without a .note.GNU-stack section would make the libraries ask for
+        # an executable stack, which glibc 2.41 refuses to load
+        kept.append("-Wl,-z,noexecstack")
+    return " ".join(kept)
 
 
 def build_environment(variant: Mapping[str, str], base: Mapping[str, str], *,
@@ -139,30 +196,24 @@ def build_environment(variant: Mapping[str, str], base: Mapping[str, str], *,
     env.pop("PYTORCH_ROCM_ARCH", None)
     if backend == "cuda":
         override = base.get("FEEDSTOCK_CUDA_ARCH_LIST", "")
-        env["TORCH_CUDA_ARCH_LIST"] = override or cuda_arch_list(
-            variant.get("cuda_compiler_version", ""))
+        cuda_version = variant.get("cuda_compiler_version", "")
+        env["TORCH_CUDA_ARCH_LIST"] = override or cuda_arch_list(cuda_version)
+        env["TORCH_NVCC_FLAGS"] = NVCC_FLAGS.get(_major_minor(cuda_version), NVCC_FLAGS["12.9"])
         env["USE_NCCL"] = "1"
-        env["USE_SYSTEM_NCCL"] = "1"
-    elif backend == "rocm":
-        override = base.get("FEEDSTOCK_ROCM_ARCH", "")
-        env["PYTORCH_ROCM_ARCH"] = override or rocm_arch_list(variant.get("rocm_version", ""))
-        env["ROCM_PATH"] = base.get("ROCM_PATH", "/opt/rocm")
-        # ROCm's own CMake packages and headers must win over same-named ones in the prefix
-        order = [env["ROCM_PATH"], base.get("PREFIX", "")] + base.get(
-            "CMAKE_PREFIX_PATH", "").split(os.pathsep)
-        env["CMAKE_PREFIX_PATH"] = os.pathsep.join(dict.fromkeys(p for p in order if p))
+        env["USE_STATIC_NCCL"] = "0"
+        env["USE_STATIC_CUDNN"] = "0"
+        env.update(_cuda_locations(base, platform))
 
-    blas = variant.get("blas_impl", "generic")
-    if blas == "mkl":
-        if platform not in MKL_PLATFORMS:
-            raise MegabuildError(f"blas_impl=mkl is not available on {platform}; use "
-                                 "blas_impl=generic there")
-        env["BLAS"] = "MKL"
-    elif blas == "generic":
-        env["BLAS"] = "Generic"
-    else:
-        raise MegabuildError(f"unknown blas_impl {blas!r}; expected 'mkl' or 'generic'")
-    env["USE_MKLDNN"] = "0" if backend == "rocm" else "1"
+    env.update(_blas(variant.get("blas_impl", "generic"), platform, base))
+    # oneDNN: not for ROCm (MIOpen instead), and not on Apple silicon, where it was never
+    # supported when MPS support was added
+    env["USE_MKLDNN"] = "0" if backend == "rocm" or platform == "osx-arm64" else "1"
+    if not platform.endswith("-64"):
+        env["USE_BREAKPAD"] = "0"  # breakpad does not build on aarch64/ppc64le
+    if platform.startswith("osx"):
+        env["USE_DISTRIBUTED"] = "1"  # off by default on macOS; libuv comes from host
+    if backend == "cuda" and platform == "linux-aarch64":
+        env["USE_PRIORITIZED_TEXT_FOR_LD"] = "1"  # libtorch_cuda outgrows aarch64 branch range
 
     cpus = _positive_int("CPU_COUNT", variant.get("CPU_COUNT") or base.get("CPU_COUNT")
                          or str(os.cpu_count() or 1))
@@ -171,22 +222,71 @@ def build_environment(variant: Mapping[str, str], base: Mapping[str, str], *,
     else:
         env["MAX_JOBS"] = str(max_jobs(cpus, mem_available_bytes(meminfo), backend != "cpu"))
 
-    if base.get("CCACHE_DIR") and shutil.which("ccache", path=base.get("PATH", os.defpath)):
-        for lang in ("C", "CXX", "CUDA"):
-            env.setdefault(f"CMAKE_{lang}_COMPILER_LAUNCHER", "ccache")
+    env.update(compile_cache.cache_environment(base))
 
-    for name in SYSTEM_LIBS:
+    for name in system_libraries(backend):
         env[name] = "1"
+    for name in FEATURES_OFF:
+        env[name] = "0"
     # libtorch must not ship test programs (~50 MB in bin/, test libraries in lib/), nor its own
     # protoc and google/protobuf headers, which would clobber the channel's libprotobuf
     env["BUILD_TEST"] = "0"
+    env["INSTALL_TEST"] = "0"
     env["BUILD_CUSTOM_PROTOBUF"] = "OFF"
+    # setup.py's conda mode: no vendored runtime libraries copied into torch/lib
+    env["PACKAGE_TYPE"] = "conda"
     if variant.get("PKG_VERSION"):
         env["PYTORCH_BUILD_VERSION"] = variant["PKG_VERSION"]
-    if variant.get("PKG_BUILDNUM"):
-        env["PYTORCH_BUILD_NUMBER"] = variant["PKG_BUILDNUM"]
+    # never the conda build number: PyTorch would report 2.13.0.post300 (see module doc)
+    env["PYTORCH_BUILD_NUMBER"] = "0"
     for name in ("CFLAGS", "CXXFLAGS", "CPPFLAGS", "DEBUG_CXXFLAGS"):
         if name in env:
             env[name] = _clean_flags(env[name])
+    for name in ("LDFLAGS", "LDFLAGS_LD"):
+        if name in env:
+            env[name] = _link_flags(env[name], platform)
+    if backend == "rocm":  # ROCM_PATH, HIP_*, arch list, include order: see megabuild/rocm.py
+        env.update(rocm_environment(variant, base, env))
+    # the compilers' default on Linux, but aarch64 builds did not detect it
+    env["_GLIBCXX_USE_CXX11_ABI"] = "1"
+    env["CMAKE_BUILD_TYPE"] = "Release"
     env["CMAKE_GENERATOR"] = "Ninja"
     return env
+
+
+def _blas(blas: str, platform: str, base: Mapping[str, str]) -> dict[str, str]:
+    if blas == "mkl":
+        if platform not in MKL_PLATFORMS:
+            raise MegabuildError(f"blas_impl=mkl is not available on {platform}; use "
+                                 "blas_impl=generic there")
+        return {"BLAS": "MKL"}
+    if blas == "generic":
+        # PyTorch's "Generic" finds libblas alone; its OpenBLAS path, pointed at $PREFIX and
+        # patched (0004, 0005), links lapack, cblas and blas, which is what the channel's
+        # switchable netlib-interface packages provide, whatever implementation is behind them
+        return {"BLAS": "OpenBLAS", "OpenBLAS_HOME": base.get("PREFIX", ""),
+                # the dot-product convention cannot be probed when cross-compiling
+                "PYTORCH_BLAS_USE_CBLAS_DOT": "ON"}
+    raise MegabuildError(f"unknown blas_impl {blas!r}; expected 'mkl' or 'generic'")
+
+
+def _cuda_locations(base: Mapping[str, str], platform: str) -> dict[str, str]:
+    """Where the CUDA toolkit is for CMake: nvcc in $BUILD_PREFIX, headers and libraries in
+    $PREFIX/targets/<arch> (patch 0006 lets these reach CMake and win over the location
+    derived from nvcc, which would be the build prefix)."""
+    prefix = base.get("PREFIX", "")
+    build_prefix = base.get("BUILD_PREFIX", prefix)
+    if platform not in CUDA_TARGET_DIRS:
+        raise MegabuildError(f"no CUDA target directory known for {platform}; add it to "
+                             "CUDA_TARGET_DIRS in megabuild/build_env.py")
+    return {
+        "CUDAToolkit_BIN_DIR": f"{build_prefix}/bin",
+        "CUDAToolkit_ROOT": prefix,
+        "CUDAToolkit_ROOT_DIR": prefix,
+        "CUDA_TOOLKIT_ROOT_DIR": prefix,
+        "CUDAToolkit_TARGET_DIR": f"{prefix}/targets/{CUDA_TARGET_DIRS[platform]}",
+        "NCCL_ROOT_DIR": prefix,
+        "NCCL_INCLUDE_DIR": f"{prefix}/include",
+        "MAGMA_HOME": prefix,
+        "FEEDSTOCK_CUDA_FROM_ENV": "1",
+    }

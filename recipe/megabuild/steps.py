@@ -1,7 +1,7 @@
 """The driver's steps, one per conda-build output, selected by PKG_NAME (`run_step`).
 
-- `libtorch-split` (top level, once per variant) -> `run_split`: ROCm sources are hipified
-  once; the front end builds against the fixed build Python. On CUDA variants
+- `libtorch-split` (top level, once per variant) -> `run_split`: the source tree is prepared
+  (`source_prep`: no submodule check, no downloads); ROCm sources are hipified once; the front end builds against the fixed build Python. On CUDA variants
   libtorch_cuda_linalg is staged as `<stage>/cuda-linalg/nomagma`, then `USE_MAGMA` is set to
   ON in the cache, the front end rebuilds (the linalg sources, plus in PyTorch whatever
   includes the generated ATen/cuda/CUDAConfig.h) and the result is staged as
@@ -9,7 +9,8 @@
   everything except libtorch_python and libtorch_cuda_linalg is staged as `<stage>/libtorch`
   (so libtorch's headers and torch_cuda agree with the cache the pytorch steps reuse), and the
   cache is saved as `<stage>/CMakeCache.pristine.txt`.
-- `libtorch` -> `install_libtorch`: copies `<stage>/libtorch` into `$PREFIX`.
+- `libtorch` -> `install_libtorch`: copies `<stage>/libtorch` into `$PREFIX`; CUDA variants
+  also get activation scripts that set TORCH_CUDA_ARCH_LIST for downstream builds (`activation`).
 - `libtorch-cuda-linalg` -> `install_cuda_linalg`: copies the magma or nomagma library
   (`use_magma`) into `$PREFIX`.
   Both install steps first compare: `$PREFIX` already holds the output's host dependencies, so
@@ -39,7 +40,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from . import log
+from . import compile_cache, log
+from .activation import write_activation_scripts
 from .build_env import gpu_backend
 from .cmake_cache import CMakeCache, write_bytes_atomic
 from .context import BuildContext
@@ -47,6 +49,7 @@ from .errors import MegabuildError
 from .frontend import Frontend, SetupPyFrontend, run_command
 from .python_target import PythonTarget
 from .retarget import retarget_cache
+from .source_prep import prepare_source
 from .staging import (copy_tree, find_clobbers, find_layout_dir, installed_top_levels,
                       is_cuda_linalg_library, is_python_library, link_into_prefix,
                       remove_foreign_pyc, replace_stage, LIBTORCH_DIRS)
@@ -54,7 +57,7 @@ from .staging import (copy_tree, find_clobbers, find_layout_dir, installed_top_l
 PRISTINE_CACHE = "CMakeCache.pristine.txt"
 LIBTORCH_STAGE = "libtorch"
 LINALG_STAGE = "cuda-linalg"
-HIPIFY_MARKER = "hipify.done"
+HIPIFY_MARKER = "megabuild-hipify.done"  # in the source tree: hipify converts that tree
 HIPIFY_SCRIPT = Path("tools") / "amd_build" / "build_amd.py"
 
 
@@ -67,8 +70,9 @@ def linalg_stage_dir(ctx: BuildContext, magma: bool) -> Path:
 
 
 def run_hipify(ctx: BuildContext) -> None:
-    """Convert CUDA sources to HIP once per source tree (a marker records that it ran)."""
-    marker = ctx.stage_dir / HIPIFY_MARKER
+    """Convert CUDA sources to HIP once per source tree, before CMake (a marker in the tree
+    records that it ran): a second split run or a pytorch step never hipifies again."""
+    marker = ctx.src_dir / HIPIFY_MARKER
     if marker.exists():
         log.info(f"hipify: already done ({marker})")
         return
@@ -78,7 +82,6 @@ def run_hipify(ctx: BuildContext) -> None:
                              "PyTorch source tree")
     with log.step("hipify sources"):
         run_command([ctx.python, HIPIFY_SCRIPT], ctx)
-    ctx.stage_dir.mkdir(parents=True, exist_ok=True)
     marker.write_text("hipified\n")
 
 
@@ -139,6 +142,7 @@ def run_split(ctx: BuildContext, frontend: Frontend) -> None:
     ctx.stage_dir.mkdir(parents=True, exist_ok=True)
     log.info(f"split: backend={backend} BLAS={ctx.env.get('BLAS')} MAX_JOBS="
              f"{ctx.env.get('MAX_JOBS')} python={target.version} stage={ctx.stage_dir}")
+    prepare_source(Path(ctx.src_dir))
     if backend == "rocm":
         run_hipify(ctx)
     with log.step(f"split: build against Python {target.version}"):
@@ -196,6 +200,10 @@ def install_libtorch(ctx: BuildContext) -> None:
     with log.step(f"libtorch: install staged files into {ctx.prefix}"):
         copied = install_staged(source, ctx.prefix)
         log.info(f"installed {len(copied)} files")
+        if gpu_backend(ctx.variant) == "cuda":
+            arch_list = ctx.env.get("TORCH_CUDA_ARCH_LIST", "")
+            for path in write_activation_scripts(ctx.prefix, arch_list):
+                log.info(f"activation: {path} (TORCH_CUDA_ARCH_LIST={arch_list})")
 
 
 def use_magma(ctx: BuildContext) -> bool:
@@ -280,16 +288,27 @@ def build_pytorch(ctx: BuildContext, frontend: Frontend) -> None:
         log.info(f"replaced {len(linked)} files with symlinks into {ctx.prefix}")
         removed = remove_foreign_pyc(installed_top_levels(site_packages), target.pyc_tag)
         log.info(f"removed {len(removed)} .pyc files not written for {target.pyc_tag}")
+        # pip records the build's source folder (file:///.../work) in direct_url.json: a build
+        # path that would ship in the package and mean nothing on the user's machine
+        for record in sorted(site_packages.glob("*.dist-info/direct_url.json")):
+            if "torch/__init__.py" not in (record.parent / "RECORD").read_text(errors="replace"):
+                continue  # another package of the environment
+            record.unlink()
+            log.info(f"removed {record.relative_to(site_packages)} (it names the build folder)")
 
 
 STEPS = ("libtorch-split", "libtorch", "libtorch-cuda-linalg", "pytorch")
+# The steps whose front end runs CMake (run_split, build_pytorch): their host environment must
+# hold every package a USE_SYSTEM_* variable points CMake at (checked by `feedstock lint`).
+CONFIGURING_STEPS = ("libtorch-split", "pytorch")
 
 
 def run_step(ctx: BuildContext, frontend: Frontend | None = None) -> None:
     """Run the step for ctx.variant["PKG_NAME"]."""
     frontend = frontend or SetupPyFrontend()
     name = ctx.variant.get("PKG_NAME", "")
-    with log.step(f"{name or '?'} (megabuild driver)"):
+    with log.step(f"{name or '?'} (megabuild driver)"), \
+            compile_cache.step_statistics(ctx.env, name or "?"):
         if name == "libtorch-split":
             run_split(ctx, frontend)
         elif name == "libtorch":

@@ -2,7 +2,7 @@
 
 The driver's pytorch step retargets the pristine cache to each Python; to exercise that for real the
 layout test needs a cache whose Python entries name a real interpreter. The fixture caches under
-shared/fixtures/pytorch-cmakecache were written by PyTorch's own configure with placeholder paths
+tests/fixtures/pytorch-cmakecache were written by PyTorch's own configure with placeholder paths
 (`/src/pytorch`, `/opt/envs/py3XY`, `/opt/python/3.X.Y`); this module substitutes the real ones.
 """
 from __future__ import annotations

@@ -36,6 +36,47 @@ def patch_targets(patch: Path) -> list[str]:
     return re.findall(r"^\+\+\+ b/(\S+)", patch.read_text(), re.MULTILINE)
 
 
+# PyTorch installs these source folders' headers under torch/include/ (the wheel's layout)
+_INSTALLED_HEADER_DIRS = ("torch/csrc/", "c10/")
+
+
+def wheel_path(source_path: str) -> str:
+    """Where the wheel carries a file of the source tree (headers are installed under
+    torch/include/; Python files keep their path)."""
+    if source_path.endswith((".h", ".hpp", ".cuh")) and source_path.startswith(_INSTALLED_HEADER_DIRS):
+        return "torch/include/" + source_path
+    return source_path
+
+
+def patch_for_wheel(patch: Path) -> str:
+    """The patch text with its source paths replaced by the wheel's."""
+    text = patch.read_text()
+    for target in patch_targets(patch):
+        installed = wheel_path(target)
+        if installed != target:
+            text = re.sub(rf"^(---|\+\+\+) ([ab])/{re.escape(target)}$",
+                          lambda m: f"{m.group(1)} {m.group(2)}/{installed}", text, flags=re.MULTILINE)
+            text = text.replace(f"diff --git a/{target} b/{target}",
+                                f"diff --git a/{installed} b/{installed}")
+    return text
+
+
+def apply_patch_to_wheel_tree(patch: Path, tree: Path) -> tuple[bool, str]:
+    """Apply one recipe patch to an unpacked wheel tree when the wheel carries every file it
+    changes: (applied, patch's output). Returns (False, "") when a file is not in the wheel;
+    a patch that does not apply cleanly (no fuzz) raises."""
+    targets = [wheel_path(t) for t in patch_targets(patch)]
+    if not targets or not all((tree / t).is_file() for t in targets):
+        return False, ""
+    proc = subprocess.run(["patch", "-p1", "--forward", "--batch", "--no-backup-if-mismatch",
+                           "--fuzz=0", "-d", str(tree)], input=patch_for_wheel(patch),
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{patch.name} does not apply to the wheel's {', '.join(targets)}: "
+                           f"{proc.stdout.strip().splitlines()[-1:]}")
+    return True, proc.stdout
+
+
 @dataclass
 class WheelFrontend:
     """build(): lay the wheel out as `setup.py build` leaves it; install(): pip-install that tree.
@@ -82,16 +123,8 @@ class WheelFrontend:
     def _apply_patches(self, lib_dir: Path) -> None:
         """Apply each recipe patch whose files the wheel carries; a patch that fails is fatal."""
         for patch in self.patches:
-            targets = patch_targets(patch)
-            if not targets or not all((lib_dir / t).is_file() for t in targets):
-                self.unpatched.append(patch.name)
-                continue
-            proc = subprocess.run(["patch", "-p1", "--forward", "--batch", "--no-backup-if-mismatch",
-                                   "-d", str(lib_dir), "-i", str(patch)], capture_output=True, text=True)
-            if proc.returncode != 0:
-                raise RuntimeError(f"{patch.name} does not apply to the wheel's "
-                                   f"{', '.join(targets)}: {proc.stdout.strip().splitlines()[-1:]}")
-            self.patched.append(patch.name)
+            applied, _ = apply_patch_to_wheel_tree(patch, lib_dir)
+            (self.patched if applied else self.unpatched).append(patch.name)
 
     def install(self, ctx) -> None:
         """What `pip install . --no-deps --no-build-isolation` does, minus the compile.

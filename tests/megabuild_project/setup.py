@@ -26,6 +26,8 @@ NOT_DEFINES = {"CMAKE_GENERATOR", "CMAKE_PREFIX_PATH", "CMAKE_BUILD_PARALLEL_LEV
 def configure_args():
     defines = {k: v for k, v in os.environ.items()
                if k.startswith(PASSED_THROUGH) and k not in NOT_DEFINES}
+    if os.environ.get("BLAS"):  # as PyTorch's setup.py: BLAS reaches CMake as -DBLAS=
+        defines["BLAS"] = os.environ["BLAS"]
     if os.environ.get("TORCH_CUDA_ARCH_LIST"):
         defines["TORCH_CUDA_ARCH_LIST"] = os.environ["TORCH_CUDA_ARCH_LIST"]
     prefix_path = [sysconfig.get_path("purelib")] + [
@@ -40,7 +42,25 @@ def configure_args():
         f"-D{k}={v}" for k, v in sorted(defines.items())]
 
 
+def check_submodules():
+    """As PyTorch's setup.py: with a .gitmodules, every submodule must be a git checkout.
+
+    A release tarball has the submodules' files but no git metadata, so this fails unless
+    the driver removed .gitmodules first.
+    """
+    listing = ROOT / ".gitmodules"
+    if not listing.exists():
+        return
+    for line in listing.read_text().splitlines():
+        if line.strip().startswith("path ="):
+            path = ROOT / line.split("=", 1)[1].strip()
+            if not (path / ".git").exists():
+                sys.exit(f"Could not find submodule {path.name}: not a git checkout "
+                         "(run git submodule update --init --recursive)")
+
+
 def configure():
+    check_submodules()
     if not CACHE.exists():
         subprocess.check_call(["cmake"] + configure_args())
 
@@ -72,9 +92,16 @@ if "--cmake-only" in sys.argv:  # as in PyTorch: configure (if needed) and stop
     configure()
     sys.exit(0)
 
+def package_version() -> str:
+    """As PyTorch's setup.py: PYTORCH_BUILD_VERSION, plus .post<N> for a build number above 1."""
+    version = os.environ.get("PYTORCH_BUILD_VERSION", "0.1.0")
+    number = int(os.environ.get("PYTORCH_BUILD_NUMBER", "0") or 0)
+    return f"{version}.post{number}" if number > 1 else version
+
+
 setup(
     name="megatorch",
-    version=os.environ.get("PYTORCH_BUILD_VERSION", "0.1.0"),
+    version=package_version(),
     packages=["torch", "torchgen", "torchgen.packaged"],
     package_data={
         "torch": ["lib/*", "bin/*", "include/**/*", "share/**/*"],

@@ -7,3 +7,9 @@ extern "C" int megatest_magma_queue_size() { return 64; }
 #else
 extern "C" const char* megatest_linalg_backend() { return "linalg backend: cusolver only"; }
 #endif
+
+#if defined(MEGATEST_BLAS_MKL)
+extern "C" const char* megatest_linalg_blas() { return "linalg on MKL LAPACK"; }
+#else
+extern "C" const char* megatest_linalg_blas() { return "linalg on a generic LAPACK"; }
+#endif

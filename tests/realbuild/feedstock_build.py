@@ -1,0 +1,130 @@
+"""rattler-build builds the feedstock's own recipe/recipe.yaml against the local toolchain channel.
+
+`build_feedstock` copies recipe/ (recipe.yaml, build.sh, the driver, cmake_test) to a work
+folder, overrides the recipe's `source:` with a local path (the PyTorch-shaped test project, or
+a tree the wheel front end fills), and runs rattler-build once for all outputs of one job, as
+`rattler-build build -m .ci_support/<job>.yaml` does: one invocation, so the staging output runs
+once and the outputs inherit its work directory (recipe/README.md, "rattler-build").
+Before building, every requirement name is looked up in the channel: a missing one is one
+`ChannelIncomplete` line naming it, instead of a solver dump after minutes of work.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .toolchain import REPO_ROOT, index_channel, needed_requirements
+
+RECIPE_DIR = REPO_ROOT / "recipe"
+
+
+class ChannelIncomplete(Exception):
+    """The local channel lacks a package the recipe needs (str() names it)."""
+
+
+class BuildFailed(Exception):
+    """rattler-build failed; str() is one line, the log is in the output folder."""
+
+
+@dataclass
+class FeedstockBuild:
+    output_dir: Path
+    packages: list[Path]
+    seconds: float
+
+    def names(self) -> list[str]:
+        return sorted(p.name for p in self.packages)
+
+
+def override_source(recipe_text: str, source: Path) -> str:
+    """recipe.yaml with its top-level `source:` block replaced by a local path (patches dropped:
+    they are for the PyTorch tarball)."""
+    block = re.compile(r"^source:\n(?:[ #].*\n|\n)*", re.MULTILINE)
+    if not block.search(recipe_text):
+        raise ValueError("recipe.yaml has no top-level source: block to override")
+    return block.sub(f"source:\n  path: {json.dumps(str(source))}\n\n", recipe_text, count=1)
+
+
+def copy_recipe(dest: Path, source: Path) -> Path:
+    """recipe/ copied to dest with the source overridden; returns dest/recipe.yaml."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    shutil.copytree(RECIPE_DIR, dest, ignore=shutil.ignore_patterns("__pycache__", "output"))
+    recipe = dest / "recipe.yaml"
+    recipe.write_text(override_source(recipe.read_text(), source))
+    return recipe
+
+
+PROJECT_DIR = REPO_ROOT / "tests" / "megabuild_project"
+
+
+def prepare_project_source(dest: Path) -> Path:
+    """A copy of tests/megabuild_project with the LICENSE and NOTICE files the recipe's
+    license_file asks for (the PyTorch tarball has both)."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    shutil.copytree(PROJECT_DIR, dest, ignore=shutil.ignore_patterns(
+        "build", "__pycache__", "*.egg-info", "megabuild-stage"))
+    (dest / "LICENSE").write_text("BSD-3-Clause: the feedstock's PyTorch-shaped test project "
+                                  "(tests/megabuild_project), not PyTorch itself.\n")
+    (dest / "NOTICE").write_text("Test project of pytorch-feedstock; contains no PyTorch code.\n")
+    return dest
+
+
+def channel_names(channel: Path) -> set[str]:
+    index_channel(channel)
+    names: set[str] = set()
+    for repodata in channel.glob("*/repodata.json"):
+        data = json.loads(repodata.read_text())
+        for key in ("packages", "packages.conda"):
+            names |= {record["name"] for record in (data.get(key) or {}).values()}
+    return names
+
+
+def check_channel(recipe: Path, variant_file: Path, channel: Path) -> None:
+    """Every build/host/run/test requirement of the job resolves to a name the channel has."""
+    available = channel_names(channel)
+    missing = sorted(name for name in needed_requirements(recipe, variant_file) if name not in available)
+    if missing:
+        raise ChannelIncomplete(f"the local channel {channel} has no package {missing[0]!r}"
+                                + (f" (nor {', '.join(missing[1:])})" if missing[1:] else "")
+                                + f", which {recipe.name} needs for {variant_file.stem}; "
+                                "build it into the toolchain channel first")
+
+
+def build_feedstock(recipe: Path, variant_file: Path, channel: Path, output_dir: Path, *,
+                    test: str = "skip", environ: dict[str, str] | None = None) -> FeedstockBuild:
+    """All outputs of recipe.yaml for one job, in one rattler-build run; tests per `test`."""
+    from rattler_build.cli_api import build_recipes
+
+    check_channel(recipe, variant_file, channel)
+    before = {p for p in output_dir.glob("*/*.conda")} if output_dir.exists() else set()
+    saved = {k: os.environ.get(k) for k in (environ or {})}
+    os.environ.update(environ or {})  # recipe.yaml reads the developer overrides with env.get
+    start = time.monotonic()
+    try:
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # the one call that shares a staging
+            build_recipes([recipe], channel=[str(channel)], variant_config=[str(variant_file)],
+                          ignore_recipe_variants=True, output_dir=output_dir, test=test,
+                          package_format="conda:1", compression_threads=2)
+    except Exception as err:
+        log = output_dir / "rattler-build-log.txt"
+        raise BuildFailed(f"rattler-build failed for {variant_file.stem}: "
+                          f"{' '.join(str(err).split())[:300]} (log: {log})") from None
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    seconds = time.monotonic() - start
+    packages = sorted(p for p in output_dir.glob("*/*.conda") if p not in before)
+    return FeedstockBuild(output_dir=output_dir, packages=packages, seconds=seconds)

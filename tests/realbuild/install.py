@@ -1,0 +1,114 @@
+"""Solve from a local channel with py-rattler, install into a fresh prefix, check the result.
+
+`install_from_channel` indexes the channel (rattler.index), solves the specs from it alone
+(with `__cuda` overridden when a CUDA flavour is asked for) and installs into `prefix`.
+The checks (`files_in_two_packages`, `leaked_paths`, `escaping_symlinks`) read the prefix's
+conda-meta records, so they see what the packages installed, not what a build left behind.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+
+from .toolchain import index_channel
+
+
+class SolveError(Exception):
+    """The channel cannot satisfy the specs; str() is one line naming what is missing."""
+
+
+def _await(value):
+    return asyncio.run(value) if asyncio.iscoroutine(value) else value
+
+
+def virtual_packages(cuda: str | None):
+    import rattler
+
+    overrides = rattler.VirtualPackageOverrides()
+    if cuda:
+        overrides.cuda = rattler.Override.string(cuda)
+    return rattler.VirtualPackage.detect(overrides)
+
+
+def solve(channels: list[Path], specs: list[str], cuda: str | None = None):
+    import rattler
+
+    for channel in channels:
+        index_channel(channel)
+    try:
+        return _await(rattler.solve(sources=[rattler.Channel(c.resolve().as_uri()) for c in channels],
+                                    specs=specs,
+                                    platforms=["linux-64", "noarch"],
+                                    virtual_packages=virtual_packages(cuda)))
+    except Exception as err:  # rattler raises SolverError; its text spans lines
+        raise SolveError(" ".join(str(err).split())[:500]) from None
+
+
+def install_from_channel(channel: Path, specs: list[str], prefix: Path, cuda: str | None = None,
+                         cache: Path | None = None, extra_channels: list[Path] | None = None) -> list:
+    import rattler
+
+    records = solve([channel, *(extra_channels or [])], specs, cuda)
+    _await(rattler.install(records, target_prefix=prefix, cache_dir=cache, show_progress=False))
+    return records
+
+
+def installed_files(prefix: Path) -> dict[str, list[str]]:
+    """package name -> files it installed (relative paths), from conda-meta."""
+    files: dict[str, list[str]] = {}
+    for record in sorted((prefix / "conda-meta").glob("*.json")):
+        data = json.loads(record.read_text())
+        if "name" in data:
+            files[data["name"]] = list(data.get("files") or [])
+    return files
+
+
+def files_in_two_packages(prefix: Path) -> dict[str, list[str]]:
+    owners: dict[str, list[str]] = {}
+    for name, paths in installed_files(prefix).items():
+        for path in paths:
+            owners.setdefault(path, []).append(name)
+    return {path: names for path, names in owners.items() if len(names) > 1}
+
+
+def _is_text(data: bytes) -> bool:
+    return b"\0" not in data[:8192]
+
+
+def leaked_paths(prefix: Path, needles: list[str], packages: set[str] | None = None) -> list[str]:
+    """Installed text files (of `packages`, default all) that mention any of `needles`."""
+    found = []
+    raw = [n.encode() for n in needles if n]
+    for name, paths in installed_files(prefix).items():
+        if packages is not None and name not in packages:
+            continue
+        for rel in paths:
+            path = prefix / rel
+            if path.is_symlink() or not path.is_file():
+                continue
+            data = path.read_bytes()
+            if not _is_text(data):
+                continue
+            hits = [n.decode() for n in raw if n in data]
+            if hits:
+                found.append(f"{name}: {rel} mentions {hits[0]}")
+    return found
+
+
+def escaping_symlinks(prefix: Path, packages: set[str] | None = None) -> list[str]:
+    """Symlinks (of `packages`) that do not resolve to an existing path inside the prefix."""
+    root = prefix.resolve()
+    bad = []
+    for name, paths in installed_files(prefix).items():
+        if packages is not None and name not in packages:
+            continue
+        for rel in paths:
+            path = prefix / rel
+            if not path.is_symlink():
+                continue
+            target = Path(os.path.realpath(path))
+            if not target.exists() or not target.is_relative_to(root):
+                bad.append(f"{name}: {rel} -> {os.readlink(path)}")
+    return bad
