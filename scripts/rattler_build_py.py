@@ -10,8 +10,23 @@ Takes the subset of rattler-build's command line that scripts/build_steps.sh pas
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
+
+
+def index_channel(channel: Path) -> None:
+    """repodata.json for every subdir of CHANNEL (an empty noarch one too: solvers want it)."""
+    import asyncio
+
+    from rattler.index import index_fs
+
+    (channel / "noarch").mkdir(parents=True, exist_ok=True)
+    result = index_fs(channel)
+    if asyncio.iscoroutine(result):
+        asyncio.run(result)
+    if not (channel / "noarch" / "repodata.json").is_file():
+        raise RuntimeError(f"rattler index wrote no {channel / 'noarch' / 'repodata.json'}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,15 +44,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "index":
-            import asyncio
-
-            from rattler.index import index_fs
-
-            (args.channel / "noarch").mkdir(parents=True, exist_ok=True)
-            result = index_fs(args.channel)
-            if asyncio.iscoroutine(result):
-                asyncio.run(result)
-            return 0
+            index_channel(args.channel)
+            # py-rattler's tokio threads may still call into Python while the interpreter
+            # finalizes ("PyGILState_Release: thread state must be current", SIGABRT/SIGSEGV in
+            # about 1 run of 10 here, after repodata.json is written). Nothing is left to clean
+            # up, so leave without finalizing.
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
         from rattler_build.cli_api import build_recipes
 
         import warnings

@@ -225,15 +225,10 @@ def stand_in_output(spec: Spec) -> dict:
 # --- channel ---------------------------------------------------------------------------------
 
 def index_channel(channel: Path) -> None:
-    """repodata.json for every subdir (an empty noarch one too: solvers want it)."""
-    import asyncio
-
-    from rattler.index import index_fs
-
-    (channel / "noarch").mkdir(parents=True, exist_ok=True)
-    result = index_fs(channel)
-    if asyncio.iscoroutine(result):
-        asyncio.run(result)
+    """repodata.json for every subdir, by the feedstock's own index command in a child process
+    (py-rattler can crash the interpreter that indexed when it exits; see rattler_build_py.py)."""
+    subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "rattler_build_py.py"), "index", str(channel)],
+                   check=True, timeout=300)
 
 
 @dataclass
