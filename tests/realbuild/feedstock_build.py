@@ -97,6 +97,25 @@ def check_channel(recipe: Path, variant_file: Path, channel: Path) -> None:
                                 "build it into the toolchain channel first")
 
 
+def failed_test_output(output_dir: Path, channels: list[Path], lines: int = 25) -> str:
+    """The end of the output of each failing test of the packages rattler-build moved to
+    broken/ (its own log does not reach Python): rerun them, keep the failures' last lines."""
+    from rattler_build import Package
+
+    report = []
+    for path in sorted((output_dir / "broken").glob("*.conda")):
+        package = Package.from_file(path)
+        for index in range(package.test_count):
+            try:
+                result = package.run_test(index, channel=[str(c) for c in channels])
+                ok, output = result.success, list(result.output)
+            except Exception as err:  # a failing script raises with the output in its message
+                ok, output = False, str(err).splitlines()
+            if not ok:
+                report.append(f"\n--- {path.name}, test {index}:\n" + "\n".join(output[-lines:]))
+    return "".join(report)
+
+
 def build_feedstock(recipe: Path, variant_file: Path, channel: Path, output_dir: Path, *,
                     test: str = "skip", environ: dict[str, str] | None = None) -> FeedstockBuild:
     """All outputs of recipe.yaml for one job, in one rattler-build run; tests per `test`."""
@@ -118,7 +137,8 @@ def build_feedstock(recipe: Path, variant_file: Path, channel: Path, output_dir:
     except Exception as err:
         log = output_dir / "rattler-build-log.txt"
         raise BuildFailed(f"rattler-build failed for {variant_file.stem}: "
-                          f"{' '.join(str(err).split())[:300]} (log: {log})") from None
+                          f"{' '.join(str(err).split())[:300]} (log: {log})"
+                          f"{failed_test_output(output_dir, [output_dir, channel])}") from None
     finally:
         for key, value in saved.items():
             if value is None:

@@ -36,6 +36,10 @@ WHEEL_PINS = (REPO_ROOT / "tests" / "layout" / "prefix-requirements.txt",
 TOOLS = ("cmake", "ninja", "make", "pkg-config", "ccache")
 # conda names that differ from the normalised PyPI name
 CONDA_NAMES = {"typing-extensions": "typing_extensions"}
+# conda packages that hold more than their PyPI namesake: conda-forge's pybind11 also puts the
+# headers and CMake files into $PREFIX/include and $PREFIX/share, as PyPI's pybind11-global does
+# (torch/extension.h includes <pybind11/pybind11.h> from $PREFIX/include)
+COMPANION_WHEELS = {"pybind11": ("pybind11-global",)}
 
 
 class ToolchainUnavailable(Exception):
@@ -177,14 +181,17 @@ def wheel_requirements(wheel: Path) -> list[str]:
     return specs
 
 
-def wheel_output(name: str, version: str, wheel: Path, pip_wheel: Path, py: str) -> dict:
-    """A PyPI wheel installed by pip into the host Python and packaged for that Python."""
+def wheel_output(name: str, version: str, wheel: Path, pip_wheel: Path, py: str,
+                 companions: tuple[Path, ...] = ()) -> dict:
+    """A PyPI wheel (and its companions) installed by pip into the host Python and packaged for
+    that Python."""
     tag = py.replace(".", "")
+    wheels = " ".join(f'"{w}"' for w in (wheel, *companions))
     return _output(
         name, version, f"py{tag}_local_0",
         [f'"$PREFIX/bin/python" "{pip_wheel}/pip" install --no-deps --no-index '
-         f'--disable-pip-version-check --no-warn-script-location "{wheel}"'],
-        f"{wheel.name} from PyPI, installed by pip into Python {py}",
+         f'--disable-pip-version-check --no-warn-script-location {wheels}'],
+        f"{', '.join(w.name for w in (wheel, *companions))} from PyPI, installed by pip into Python {py}",
         host=[f"python {py}.*"],
         run=[f"python >={py},<{_next_minor(py)}.0a0"] + wheel_requirements(wheel),
         # pip compiles the byte code in one process (as conda-forge's packages ship it, so a
@@ -336,7 +343,8 @@ def build_toolchain_channel(work: Path, pythons: dict[str, Path], recipe: Path,
         recipes.append((f"toolchain-python{py.replace('.', '')}", [python_output(full, exe)]))
     for py in sorted(pythons):
         recipes.append((f"toolchain-wheels-py{py.replace('.', '')}",
-                        [wheel_output(name, pins[name], wheels[(name, py)], pip_wheel, py)
+                        [wheel_output(name, pins[name], wheels[(name, py)], pip_wheel, py,
+                                      tuple(wheels[(c, py)] for c in COMPANION_WHEELS.get(name, ())))
                          for name in sorted(wheel_names)]))
     machine: list[dict] = []
     compilers = {
