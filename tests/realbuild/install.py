@@ -24,10 +24,12 @@ def _await(value):
 
 
 def virtual_packages(cuda: str | None):
+    """This machine's virtual packages; `cuda` overrides `__cuda` (a version, or "" for none,
+    as CONDA_OVERRIDE_CUDA="" does, also where a driver is present)."""
     import rattler
 
     overrides = rattler.VirtualPackageOverrides()
-    if cuda:
+    if cuda is not None:
         overrides.cuda = rattler.Override.string(cuda)
     return rattler.VirtualPackage.detect(overrides)
 
