@@ -29,8 +29,8 @@ pytest.importorskip("rattler", reason="py-rattler (requirements-dev.txt) is not 
 from megabuild.build_env import cuda_arch_list  # noqa: E402
 from tests.realbuild.cuda import cuda_job, fatbin_archs, nvcc_major_minor  # noqa: E402
 from tests.realbuild.feedstock_build import build_feedstock  # noqa: E402
-from tests.realbuild.install import (SolveError, escaping_symlinks, files_in_two_packages,  # noqa: E402
-                                     install_from_channel, leaked_paths, solve)
+from tests.realbuild.install import (SolveError, absolute_rpaths, escaping_symlinks,  # noqa: E402
+                                     files_in_two_packages, install_from_channel, leaked_paths, solve)
 from tests.realbuild.session import machine_ready, prepare_job  # noqa: E402
 from tests.realbuild.toolchain import ToolchainUnavailable  # noqa: E402
 
@@ -122,11 +122,12 @@ def test_default_solve_is_magma_and_nomagma_can_be_asked_for(cudabuild):
         assert len(gpu) == 1
 
 
-def test_pytorch_gpu_needs_cuda(cudabuild):
+@pytest.mark.parametrize("spec", ["pytorch-gpu", "libtorch"])
+def test_cuda_build_needs_cuda(cudabuild, spec):
     """Without `__cuda` (CONDA_OVERRIDE_CUDA="" also hides a real driver) nothing solves:
     pytorch and libtorch of the CUDA build require it."""
     with pytest.raises(SolveError) as err:
-        solve(cudabuild["channels"], ["pytorch-gpu"], cuda="")
+        solve(cudabuild["channels"], [spec], cuda="")
     assert "__cuda" in str(err.value)
 
 
@@ -164,6 +165,7 @@ def test_installed_prefix_is_clean(cudabuild, flavour):
     bld = cudabuild["build"].output_dir / "bld"
     needles = [str(bld), str(cudabuild["work"] / "source"), "host_env_placehold"]
     assert leaked_paths(prefix, needles, OUR_PACKAGES) == []
+    assert absolute_rpaths(prefix, OUR_PACKAGES) == []  # nor the machine's CUDA in a run path
     links = [p for p in (prefix / f"lib/python{PYTHON}/site-packages/torch/lib").iterdir() if p.is_symlink()]
     assert any(p.name == "libtorch_cuda.so" for p in links), "pytorch should link libtorch_cuda into $PREFIX/lib"
     assert escaping_symlinks(prefix, OUR_PACKAGES) == []
