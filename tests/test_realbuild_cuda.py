@@ -30,7 +30,8 @@ from megabuild.build_env import cuda_arch_list  # noqa: E402
 from tests.realbuild.cuda import cuda_job, fatbin_archs, nvcc_major_minor  # noqa: E402
 from tests.realbuild.feedstock_build import build_feedstock  # noqa: E402
 from tests.realbuild.install import (SolveError, absolute_rpaths, escaping_symlinks,  # noqa: E402
-                                     files_in_two_packages, install_from_channel, leaked_paths, solve)
+                                     files_in_two_packages, install_from_channel, installed_files,
+                                     leaked_paths, solve)
 from tests.realbuild.session import machine_ready, prepare_job  # noqa: E402
 from tests.realbuild.toolchain import ToolchainUnavailable  # noqa: E402
 
@@ -156,6 +157,10 @@ def test_cuda_linalg_flavour(cudabuild, flavour):
     backend, has_magma_symbol = out.splitlines()
     assert backend == ("linalg backend: magma+cusolver" if flavour == "magma" else "linalg backend: cusolver only")
     assert has_magma_symbol == str(flavour == "magma")
+    # the split: the library is libtorch-cuda-linalg's alone, libtorch_cuda is libtorch's
+    owned = installed_files(prefix)
+    assert owned["libtorch-cuda-linalg"] == ["lib/libtorch_cuda_linalg.so"]
+    assert "lib/libtorch_cuda.so" in owned["libtorch"] and "lib/libtorch_cuda_linalg.so" not in owned["libtorch"]
 
 
 @pytest.mark.parametrize("flavour", FLAVOURS)
