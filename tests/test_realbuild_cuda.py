@@ -94,20 +94,22 @@ def test_nvcc_compiled_the_kernels_for_the_arch_list(cudabuild):
 
 
 def test_cuda_toolkit_is_the_machines(cudabuild):
-    """nvcc came from the toolchain's cuda-nvcc_linux-64 activation, and CMake took the CUDA
-    headers and the libraries it links from that nvcc's toolkit, not from the (empty)
-    CUDA -dev stand-ins of the host environment."""
+    """CMake compiled with the nvcc of the toolchain's cuda-nvcc_linux-64 activation (the
+    toolkit's own binary, not the PATH entry), and took the CUDA headers and the libraries it
+    links from that toolkit, not from the (empty) CUDA -dev stand-ins of the host environment."""
+    exports = cudabuild["toolchain"].activations["cuda-nvcc_linux-64"]
     caches = [c for c in cudabuild["build"].output_dir.glob("**/build/CMakeCache.txt")
               if "CMAKE_CUDA_COMPILER:" in c.read_text()]
     assert caches, "no CMake cache with a CUDA compiler in the build folders"
     compiler = next(line.split("=", 1)[1] for line in caches[0].read_text().splitlines()
                     if line.startswith("CMAKE_CUDA_COMPILER:"))
-    assert compiler == shutil.which("nvcc")
+    assert compiler == exports["CUDACXX"]
     toolkit = next(caches[0].parent.glob("CMakeFiles/*/CMakeCUDACompiler.cmake")).read_text()
-    include = next(line for line in toolkit.splitlines() if "CMAKE_CUDA_TOOLKIT_INCLUDE_DIRECTORIES" in line)
-    assert "/targets/" in include and "host_env" not in include and "build_env" not in include, include
-    cuda_root = include.split('"')[1].split("/targets/")[0]
-    assert (Path(cuda_root) / "bin" / "nvcc").is_file(), include
+    include = re.search(r'CMAKE_CUDA_TOOLKIT_INCLUDE_DIRECTORIES "([^"]*)"', toolkit).group(1)
+    assert include == f"{exports['CUDA_HOME']}/targets/x86_64-linux/include"
+    assert (Path(include) / "cuda_runtime.h").is_file()
+    link_dirs = re.search(r'CMAKE_CUDA_IMPLICIT_LINK_DIRECTORIES "([^"]*)"', toolkit).group(1).split(";")
+    assert f"{exports['CUDA_HOME']}/targets/x86_64-linux/lib" in link_dirs
     # cudart is linked statically (CMake's default): the kernel launch code is inside
     symbols = subprocess.run(["nm", cudabuild["prefixes"]["magma"] / "lib" / "libtorch_cuda.so"],
                              capture_output=True, text=True).stdout
