@@ -13,6 +13,7 @@ libtorch-cuda-linalg and pytorch contain libtorch, which requires `__cuda`.
 `pytorch-gpu` is then solved from the built channel (plus the toolchain channel) with `__cuda`
 overridden, once as users get it (MAGMA) and once asking for nomagma, and installed into
 fresh prefixes at another path. No GPU is needed: libtorch_cuda loads without a driver.
+As for the cpu job, the recipe's own test sections (which ask for real PyTorch) are off.
 """
 from __future__ import annotations
 
@@ -170,7 +171,8 @@ def test_installed_prefix_is_clean(cudabuild, flavour):
     prefix = cudabuild["prefixes"][flavour]
     assert files_in_two_packages(prefix) == {}
     bld = cudabuild["build"].output_dir / "bld"
-    needles = [str(bld), str(cudabuild["work"] / "source"), "host_env_placehold"]
+    cuda_home = cudabuild["toolchain"].activations["cuda-nvcc_linux-64"]["CUDA_HOME"]
+    needles = [str(bld), str(cudabuild["work"] / "source"), "host_env_placehold", cuda_home]
     assert leaked_paths(prefix, needles, OUR_PACKAGES) == []
     assert absolute_rpaths(prefix, OUR_PACKAGES) == []  # nor the machine's CUDA in a run path
     links = [p for p in (prefix / f"lib/python{PYTHON}/site-packages/torch/lib").iterdir() if p.is_symlink()]
