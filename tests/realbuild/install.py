@@ -2,7 +2,8 @@
 
 `install_from_channel` indexes the channel (rattler.index), solves the specs from it alone
 (with `__cuda` overridden when a CUDA flavour is asked for) and installs into `prefix`.
-The checks (`files_in_two_packages`, `leaked_paths`, `escaping_symlinks`) read the prefix's
+The checks (`files_in_two_packages`, `leaked_paths`, `escaping_symlinks`, `absolute_rpaths`)
+read the prefix's
 conda-meta records, so they see what the packages installed, not what a build left behind.
 """
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
+import subprocess
 from pathlib import Path
 
 from .toolchain import index_channel
@@ -24,10 +27,12 @@ def _await(value):
 
 
 def virtual_packages(cuda: str | None):
+    """This machine's virtual packages; `cuda` overrides `__cuda` (a version, or "" for none,
+    as CONDA_OVERRIDE_CUDA="" does, also where a driver is present)."""
     import rattler
 
     overrides = rattler.VirtualPackageOverrides()
-    if cuda:
+    if cuda is not None:
         overrides.cuda = rattler.Override.string(cuda)
     return rattler.VirtualPackage.detect(overrides)
 
@@ -111,4 +116,25 @@ def escaping_symlinks(prefix: Path, packages: set[str] | None = None) -> list[st
             target = Path(os.path.realpath(path))
             if not target.exists() or not target.is_relative_to(root):
                 bad.append(f"{name}: {rel} -> {os.readlink(path)}")
+    return bad
+
+
+def absolute_rpaths(prefix: Path, packages: set[str] | None = None) -> list[str]:
+    """ELF files (of `packages`) whose RPATH/RUNPATH names a directory other than through
+    $ORIGIN: a build machine's path (the build prefix, /usr/local/cuda) in the package."""
+    bad = []
+    for name, paths in installed_files(prefix).items():
+        if packages is not None and name not in packages:
+            continue
+        for rel in paths:
+            path = prefix / rel
+            if path.is_symlink() or not path.is_file():
+                continue
+            with path.open("rb") as fh:
+                if fh.read(4) != b"\x7fELF":
+                    continue
+            dynamic = subprocess.run(["readelf", "-d", str(path)], capture_output=True, text=True).stdout
+            for entries in re.findall(r"\((?:RPATH|RUNPATH)\)\s+Library r(?:un)?path: \[(.*)\]", dynamic):
+                bad += [f"{name}: {rel} has {entry}" for entry in entries.split(":")
+                        if entry and not entry.startswith("$ORIGIN")]
     return bad

