@@ -82,23 +82,27 @@ def _is_text(data: bytes) -> bool:
     return b"\0" not in data[:8192]
 
 
+def package_paths(prefix: Path, packages: set[str] | None = None):
+    """(package name, relative path, path) for every installed file of `packages` (default all)."""
+    for name, paths in installed_files(prefix).items():
+        if packages is None or name in packages:
+            for rel in paths:
+                yield name, rel, prefix / rel
+
+
 def leaked_paths(prefix: Path, needles: list[str], packages: set[str] | None = None) -> list[str]:
     """Installed text files (of `packages`, default all) that mention any of `needles`."""
     found = []
     raw = [n.encode() for n in needles if n]
-    for name, paths in installed_files(prefix).items():
-        if packages is not None and name not in packages:
+    for name, rel, path in package_paths(prefix, packages):
+        if path.is_symlink() or not path.is_file():
             continue
-        for rel in paths:
-            path = prefix / rel
-            if path.is_symlink() or not path.is_file():
-                continue
-            data = path.read_bytes()
-            if not _is_text(data):
-                continue
-            hits = [n.decode() for n in raw if n in data]
-            if hits:
-                found.append(f"{name}: {rel} mentions {hits[0]}")
+        data = path.read_bytes()
+        if not _is_text(data):
+            continue
+        hits = [n.decode() for n in raw if n in data]
+        if hits:
+            found.append(f"{name}: {rel} mentions {hits[0]}")
     return found
 
 
@@ -106,16 +110,12 @@ def escaping_symlinks(prefix: Path, packages: set[str] | None = None) -> list[st
     """Symlinks (of `packages`) that do not resolve to an existing path inside the prefix."""
     root = prefix.resolve()
     bad = []
-    for name, paths in installed_files(prefix).items():
-        if packages is not None and name not in packages:
+    for name, rel, path in package_paths(prefix, packages):
+        if not path.is_symlink():
             continue
-        for rel in paths:
-            path = prefix / rel
-            if not path.is_symlink():
-                continue
-            target = Path(os.path.realpath(path))
-            if not target.exists() or not target.is_relative_to(root):
-                bad.append(f"{name}: {rel} -> {os.readlink(path)}")
+        target = Path(os.path.realpath(path))
+        if not target.exists() or not target.is_relative_to(root):
+            bad.append(f"{name}: {rel} -> {os.readlink(path)}")
     return bad
 
 
@@ -123,18 +123,14 @@ def absolute_rpaths(prefix: Path, packages: set[str] | None = None) -> list[str]
     """ELF files (of `packages`) whose RPATH/RUNPATH names a directory other than through
     $ORIGIN: a build machine's path (the build prefix, /usr/local/cuda) in the package."""
     bad = []
-    for name, paths in installed_files(prefix).items():
-        if packages is not None and name not in packages:
+    for name, rel, path in package_paths(prefix, packages):
+        if path.is_symlink() or not path.is_file():
             continue
-        for rel in paths:
-            path = prefix / rel
-            if path.is_symlink() or not path.is_file():
+        with path.open("rb") as fh:
+            if fh.read(4) != b"\x7fELF":
                 continue
-            with path.open("rb") as fh:
-                if fh.read(4) != b"\x7fELF":
-                    continue
-            dynamic = subprocess.run(["readelf", "-d", str(path)], capture_output=True, text=True).stdout
-            for entries in re.findall(r"\((?:RPATH|RUNPATH)\)\s+Library r(?:un)?path: \[(.*)\]", dynamic):
-                bad += [f"{name}: {rel} has {entry}" for entry in entries.split(":")
-                        if entry and not entry.startswith("$ORIGIN")]
+        dynamic = subprocess.run(["readelf", "-d", str(path)], capture_output=True, text=True).stdout
+        for entries in re.findall(r"\((?:RPATH|RUNPATH)\)\s+Library r(?:un)?path: \[(.*)\]", dynamic):
+            bad += [f"{name}: {rel} has {entry}" for entry in entries.split(":")
+                    if entry and not entry.startswith("$ORIGIN")]
     return bad
