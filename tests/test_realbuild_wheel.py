@@ -31,7 +31,7 @@ pytest.importorskip("rattler_build", reason="py-rattler-build (requirements-dev.
 pytest.importorskip("rattler", reason="py-rattler (requirements-dev.txt) is not installed")
 
 from tests.realbuild.feedstock_build import build_feedstock  # noqa: E402
-from tests.realbuild.install import (escaping_symlinks, files_in_two_packages,  # noqa: E402
+from tests.realbuild.install import (absolute_rpaths, escaping_symlinks, files_in_two_packages,  # noqa: E402
                                      install_from_channel, installed_files, leaked_paths)
 
 WHEEL_PYTHON = "3.11"  # the wheel is cp311
@@ -145,3 +145,8 @@ def test_every_symlink_resolves_inside_the_prefix(wheelbuild):
     assert "lib/libtorch_cpu.so" in files.get("libtorch", []), sorted(files)
     assert (prefix / "lib/python3.11/site-packages/torch/lib/libtorch_cpu.so").is_symlink()
     assert escaping_symlinks(prefix, OUR_PACKAGES) == []
+
+
+def test_no_run_path_outside_origin(wheelbuild):
+    """rattler-build relinked the real libraries: no RPATH/RUNPATH names the build machine."""
+    assert absolute_rpaths(wheelbuild["prefix"], OUR_PACKAGES) == []
