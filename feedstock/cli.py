@@ -7,8 +7,8 @@ import sys
 import time
 from pathlib import Path
 
-from . import maintainer_cli
 from .errors import FeedstockError
+from .maintain import cli as maintainer_cli
 
 DESCRIPTION = """\
 Maintainer tools for this feedstock. The data flow is:
@@ -70,7 +70,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _cmd_rerender(root: Path, check_only: bool) -> int:
-    from .rerender import check, rerender
+    from .ci.rerender import check, rerender
 
     start = time.perf_counter()
     if check_only:
@@ -98,7 +98,7 @@ def _cmd_rerender(root: Path, check_only: bool) -> int:
 
 
 def _cmd_render(root: Path, config: str, as_json: bool) -> int:
-    from .render import format_outputs, render_ci_config
+    from .render.outputs import format_outputs, render_ci_config
 
     outputs = render_ci_config(root, config)
     if as_json:
@@ -109,7 +109,7 @@ def _cmd_render(root: Path, config: str, as_json: bool) -> int:
 
 
 def _cmd_lint(root: Path) -> int:
-    from .lint import lint
+    from .checks.lint import lint
 
     findings = lint(root)
     for finding in findings:
@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command in maintainer_cli.COMMANDS:
             return maintainer_cli.run(args, args.feedstock_root)
         if args.command == "parity":
-            from .parity import run as run_parity
+            from .checks.parity import run as run_parity
             return run_parity(args.feedstock_root)
         return _cmd_lint(args.feedstock_root)
     except FeedstockError as err:

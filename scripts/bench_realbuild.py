@@ -2,9 +2,9 @@
 """Benchmark: the real offline rattler-build of recipe.yaml, with and without megabuild, and the
 render time of the whole matrix (rattler-build's renderer on recipe.yaml vs ours on meta.yaml).
 
-Uses the helpers of tests/test_realbuild.py (tests/realbuild/): a local toolchain channel from
+Uses the helpers of tests/realbuild/test_cpu_test_project.py (tests/realbuild/): a local toolchain channel from
 this machine's CPythons, gcc and the PyPI wheels, then the cpu/generic job with two Pythons,
-source overridden to the PyTorch-shaped tests/megabuild_project. Built twice: as the job says
+source overridden to the PyTorch-shaped tests/support/megabuild_project. Built twice: as the job says
 (megabuild=true: one C++ build, CMake cache retargeted per Python) and with the variant override
 megabuild=false (the C++ core built again for every Python). The megabuild packages are then
 installed per Python into a fresh prefix and `import torch` is run there. Last line:
@@ -27,12 +27,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 
-from conftest import find_cpythons  # noqa: E402
+from tests.support.pythons import find_cpythons  # noqa: E402
 from tests.realbuild.feedstock_build import build_feedstock, copy_recipe, prepare_project_source  # noqa: E402
 from tests.realbuild.install import install_from_channel  # noqa: E402
-from tests.realbuild.toolchain import (build_toolchain_channel, job_variant_file,  # noqa: E402
+from tests.support.toolchain import (build_toolchain_channel, job_variant_file,  # noqa: E402
                                        machine_versions)
 
 CPU_JOB = "linux_64_blas_implgenericc_stdlib_version2.17cuda_compiler_versionNonegpu_backendcpurocm_versionNone"
@@ -44,7 +43,7 @@ def step(text: str) -> None:
 
 
 def render_seconds() -> tuple[float, float, int]:
-    from feedstock.parity import parity
+    from feedstock.checks.parity import parity
 
     report = parity(ROOT)
     return report.seconds_rattler, report.seconds_ours, report.configs

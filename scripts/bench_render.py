@@ -15,8 +15,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from feedstock.rerender import check  # noqa: E402
-from feedstock.render import render_ci_config  # noqa: E402
+from feedstock.ci.rerender import check  # noqa: E402
+from feedstock.render.outputs import render_ci_config  # noqa: E402
 
 TARGET_SECONDS = 2.0
 

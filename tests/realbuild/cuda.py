@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
-from .toolchain import REPO_ROOT, ToolchainUnavailable
+from tests.support.toolchain import REPO_ROOT, ToolchainUnavailable
 
 FATBIN_MAGIC = 0xBA55ED50
 FATBIN_KIND = {1: "ptx", 2: "cubin"}

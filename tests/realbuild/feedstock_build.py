@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .toolchain import REPO_ROOT, index_channel, needed_requirements
+from tests.support.toolchain import REPO_ROOT, index_channel, needed_requirements
 
 RECIPE_DIR = REPO_ROOT / "recipe"
 
@@ -60,18 +60,18 @@ def copy_recipe(dest: Path, source: Path) -> Path:
     return recipe
 
 
-PROJECT_DIR = REPO_ROOT / "tests" / "megabuild_project"
+PROJECT_DIR = REPO_ROOT / "tests" / "support" / "megabuild_project"
 
 
 def prepare_project_source(dest: Path) -> Path:
-    """A copy of tests/megabuild_project with the LICENSE and NOTICE files the recipe's
+    """A copy of tests/support/megabuild_project with the LICENSE and NOTICE files the recipe's
     license_file asks for (the PyTorch tarball has both)."""
     if dest.exists():
         shutil.rmtree(dest)
     shutil.copytree(PROJECT_DIR, dest, ignore=shutil.ignore_patterns(
         "build", "__pycache__", "*.egg-info", "megabuild-stage"))
     (dest / "LICENSE").write_text("BSD-3-Clause: the feedstock's PyTorch-shaped test project "
-                                  "(tests/megabuild_project), not PyTorch itself.\n")
+                                  "(tests/support/megabuild_project), not PyTorch itself.\n")
     (dest / "NOTICE").write_text("Test project of pytorch-feedstock; contains no PyTorch code.\n")
     return dest
 

@@ -15,7 +15,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from .toolchain import index_channel
+from tests.support.toolchain import index_channel
 
 
 class SolveError(Exception):

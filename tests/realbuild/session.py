@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .feedstock_build import copy_recipe, prepare_project_source
-from .toolchain import (REPO_ROOT, Toolchain, ToolchainUnavailable, build_toolchain_channel,
+from tests.support.toolchain import (REPO_ROOT, Toolchain, ToolchainUnavailable, build_toolchain_channel,
                         job_variant_file, machine_versions)
 
 

@@ -1,0 +1,286 @@
+"""The GitHub Actions workflow, `.github/workflows/build.yml`, from conda-forge.yml and the
+same CI job list as `.ci_support/`. Not conda-smithy's `conda-build.yml`: its rerender rewrites
+that file whatever `skip_render` says (see tests/feedstock/ci/test_conda_smithy_coexistence.py).
+
+One build job per `.ci_support` config (a matrix entry each) runs `build-locally.py CONFIG`,
+so CI runs the same `scripts/build_steps.sh` in the same image as a local build. GPU configs
+compile on the platform's CPU runners; their tests run again in a second job only where
+`github_actions.gpu_runs_on` names runner labels for that GPU backend.
+
+conda-forge.yml keys read (all under `github_actions`):
+
+    timeout_minutes: 1440          per job
+    self_hosted: true              default labels [self-hosted, linux|macOS, x64|ARM64]
+    runs_on: {linux_64: [...]}     runner labels per platform (override the defaults)
+    gpu_runs_on: {cuda: [...]}     runner labels for GPU tests, per GPU backend
+    cancel_in_progress: true       a new push to a pull request cancels its older run
+    artifact_retention_days: 14
+
+Security shape: `permissions: {}` at the top, `contents: read` per job; checkout without
+persisted credentials; matrix values reach shell code only through `env:`; the upload token is
+only in the upload step, which runs only for pushes to the main branch; pull requests use the
+compile cache read-only. The compile cache: the repository variable FEEDSTOCK_COMPILE_CACHE (a
+URL) and the secret FEEDSTOCK_COMPILE_CACHE_PASSWORD, handed to build-locally by name.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import FeedstockError
+from ..layout import Feedstock
+from .jobs import CiJob
+
+WORKFLOW_PATH = ".github/workflows/build.yml"
+MAIN_BRANCH = "main"
+DEFAULT_TIMEOUT_MINUTES = 360
+DEFAULT_RETENTION_DAYS = 14
+# GitHub-hosted runners per platform, when not self-hosted and no runs_on is given
+HOSTED_LABELS = {"linux_64": ["ubuntu-latest"], "linux_aarch64": ["ubuntu-24.04-arm"],
+                 "osx_64": ["macos-13"], "osx_arm64": ["macos-14"]}
+SELF_HOSTED_LABELS = {"linux_64": ["self-hosted", "linux", "x64"],
+                      "linux_aarch64": ["self-hosted", "linux", "ARM64"],
+                      "osx_64": ["self-hosted", "macOS", "x64"],
+                      "osx_arm64": ["self-hosted", "macOS", "ARM64"]}
+GPU_BACKENDS = ("cuda", "rocm")
+# Actions used, pinned to full commit hashes (tags can be moved); the comment says which release.
+CHECKOUT = "actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683  # v4.2.2"
+UPLOAD_ARTIFACT = "actions/upload-artifact@ea165f8d65b6e75b540449e92b4886f43607fa02  # v4.6.2"
+DOWNLOAD_ARTIFACT = "actions/download-artifact@d3f86a106a0bac45b974a628896c90dbdf5c8093  # v4.3.0"
+ANACONDA_CLIENT = "anaconda-client==1.16.0"
+
+
+@dataclass(frozen=True)
+class WorkflowSettings:
+    timeout_minutes: int
+    runs_on: dict[str, list[str]]         # platform -> labels
+    gpu_runs_on: dict[str, list[str]]     # backend -> labels
+    cancel_in_progress: bool
+    retention_days: int
+
+
+def _labels(value: Any, where: str) -> list[str]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) and v.strip() for v in value):
+        raise FeedstockError(f"conda-forge.yml: {where} must be a runner label or a list of labels; fix it")
+    return [v.strip() for v in value]
+
+
+def _positive(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise FeedstockError(f"conda-forge.yml: {where} must be a whole number of at least 1; fix it")
+    return value
+
+
+def settings(feedstock: Feedstock) -> WorkflowSettings:
+    """The workflow settings from conda-forge.yml, checked (bad values are one-line errors)."""
+    section = feedstock.forge_config.get("github_actions") or {}
+    if not isinstance(section, dict):
+        raise FeedstockError("conda-forge.yml: github_actions must be a mapping; fix it")
+    self_hosted = bool(section.get("self_hosted", False))
+    runs_on = dict(SELF_HOSTED_LABELS if self_hosted else HOSTED_LABELS)
+    for platform, labels in (section.get("runs_on") or {}).items():
+        runs_on[str(platform)] = _labels(labels, f"github_actions.runs_on.{platform}")
+    gpu_runs_on = {}
+    for backend, labels in (section.get("gpu_runs_on") or {}).items():
+        if backend not in GPU_BACKENDS:
+            raise FeedstockError(f"conda-forge.yml: github_actions.gpu_runs_on.{backend}: unknown GPU "
+                                 f"backend; use {' or '.join(GPU_BACKENDS)}")
+        gpu_runs_on[backend] = _labels(labels, f"github_actions.gpu_runs_on.{backend}")
+    return WorkflowSettings(
+        timeout_minutes=_positive(section.get("timeout_minutes", DEFAULT_TIMEOUT_MINUTES),
+                                  "github_actions.timeout_minutes"),
+        runs_on=runs_on, gpu_runs_on=gpu_runs_on,
+        cancel_in_progress=bool(section.get("cancel_in_progress", True)),
+        retention_days=_positive(section.get("artifact_retention_days", DEFAULT_RETENTION_DAYS),
+                                 "github_actions.artifact_retention_days"))
+
+
+def job_gpu_backend(job: CiJob) -> str:
+    """cuda, rocm or cpu, from the job's variant values."""
+    explicit = [str(v).lower() for v in job.config.get("gpu_backend") or []]
+    if explicit and explicit[0] in GPU_BACKENDS + ("cpu",):
+        return explicit[0]
+    if any(str(v) not in ("None", "") for v in job.config.get("cuda_compiler_version") or []):
+        return "cuda"
+    if any(str(v) not in ("None", "") for v in job.config.get("rocm_version") or []):
+        return "rocm"
+    return "cpu"
+
+
+def _flow(labels: list[str]) -> str:
+    return "[" + ", ".join(json.dumps(label) for label in labels) + "]"
+
+
+def _matrix(entries: list[tuple[str, list[str]]]) -> list[str]:
+    lines = ["      matrix:", "        include:"]
+    for config, labels in entries:
+        lines += [f"          - config: {config}", f"            runs_on: {_flow(labels)}"]
+    return lines
+
+
+BUILD_SCRIPT = """\
+          set -euo pipefail
+          args=()
+          if [ -n "${FEEDSTOCK_COMPILE_CACHE}" ]; then
+            args+=(--compile-cache "${FEEDSTOCK_COMPILE_CACHE}")
+            if [ "${GITHUB_EVENT_NAME}" != push ] || [ "${GITHUB_REF}" != "refs/heads/MAIN" ]; then
+              args+=(--compile-cache-read-only)
+            fi
+          fi
+          python3 build-locally.py "${CONFIG}" ${args[@]+"${args[@]}"}"""
+
+UPLOAD_SCRIPT = """\
+          set -euo pipefail
+          python3 -m venv "${RUNNER_TEMP}/upload-env"
+          "${RUNNER_TEMP}/upload-env/bin/python" -m pip install --quiet "CLIENT"
+          shopt -s nullglob
+          packages=(build_artifacts/*/*.conda build_artifacts/*/*.tar.bz2)
+          if [ "${#packages[@]}" -eq 0 ]; then
+            echo "no packages in build_artifacts/ for ${CONFIG}" >&2
+            exit 1
+          fi
+          "${RUNNER_TEMP}/upload-env/bin/anaconda" upload --skip-existing "${packages[@]}\""""
+
+GPU_TEST_SCRIPT = """\
+          set -euo pipefail
+          python3 build-locally.py "${CONFIG}" --test-only --gpu-tests"""
+
+
+def _block(script: str) -> list[str]:
+    return ["        run: |"] + script.splitlines()
+
+
+def render_workflow(jobs: list[CiJob], config: WorkflowSettings) -> str:
+    """The workflow file's text for these CI jobs (deterministic: same input, same bytes)."""
+    builds = []
+    gpu_tests = []
+    for job in sorted(jobs, key=lambda job: job.name):
+        labels = config.runs_on.get(job.platform)
+        if labels is None:
+            raise FeedstockError(f"conda-forge.yml: no runner labels for platform {job.platform}; "
+                                 f"add github_actions.runs_on.{job.platform}: [labels]")
+        builds.append((job.name, labels))
+        backend = job_gpu_backend(job)
+        if backend in config.gpu_runs_on:
+            gpu_tests.append((job.name, config.gpu_runs_on[backend]))
+    if not builds:
+        raise FeedstockError("no CI jobs to put into the workflow; check provider: in conda-forge.yml")
+    main_push = f"github.event_name == 'push' && github.ref == 'refs/heads/{MAIN_BRANCH}'"
+    lines = [
+        "# Generated by `python -m feedstock rerender` from conda-forge.yml and the .ci_support/",
+        "# job list; do not edit (`python -m feedstock rerender --check` fails when it is stale).",
+        "name: Build conda packages",
+        "",
+        "on:",
+        "  push:",
+        f"    branches: [{MAIN_BRANCH}]",
+        "  pull_request:",
+        "  workflow_dispatch:",
+        "",
+        "permissions: {}",
+        "",
+        "concurrency:",
+        "  group: ${{ github.workflow }}-${{ github.event.pull_request.number || github.ref }}",
+        "  cancel-in-progress: " + ("${{ github.event_name == 'pull_request' }}"
+                                    if config.cancel_in_progress else "false"),
+        "",
+        "jobs:",
+        "  build:",
+        "    name: ${{ matrix.config }}",
+        "    runs-on: ${{ matrix.runs_on }}",
+        f"    timeout-minutes: {config.timeout_minutes}",
+        "    permissions:",
+        "      contents: read",
+        "    strategy:",
+        "      fail-fast: false",
+        *_matrix(builds),
+        "    steps:",
+        "      - name: Check out the feedstock",
+        f"        uses: {CHECKOUT}",
+        "        with:",
+        "          persist-credentials: false",
+        "      - name: Build (build-locally.py -> scripts/build_steps.sh)",
+        "        env:",
+        "          CONFIG: ${{ matrix.config }}",
+        "          FEEDSTOCK_COMPILE_CACHE: ${{ vars.FEEDSTOCK_COMPILE_CACHE }}",
+        "          FEEDSTOCK_COMPILE_CACHE_PASSWORD: ${{ secrets.FEEDSTOCK_COMPILE_CACHE_PASSWORD }}",
+        *_block(BUILD_SCRIPT.replace("MAIN", MAIN_BRANCH)),
+        "      - name: Keep packages and logs",
+        "        if: ${{ !cancelled() }}",
+        f"        uses: {UPLOAD_ARTIFACT}",
+        "        with:",
+        "          name: ${{ matrix.config }}",
+        "          path: |",
+        "            build_artifacts/*/*.conda",
+        "            build_artifacts/*/*.tar.bz2",
+        "            build_artifacts/*/repodata.json",
+        "            build_artifacts/*-log.txt",
+        f"          retention-days: {config.retention_days}",
+        "          if-no-files-found: warn",
+        "      - name: Upload packages (main branch only)",
+        f"        if: ${{{{ {main_push} }}}}",
+        "        env:",
+        "          CONFIG: ${{ matrix.config }}",
+        "          ANACONDA_API_TOKEN: ${{ secrets.BINSTAR_TOKEN }}",
+        *_block(UPLOAD_SCRIPT.replace("CLIENT", ANACONDA_CLIENT)),
+    ]
+    if gpu_tests:
+        lines += [
+            "",
+            "  gpu_test:",
+            "    name: GPU tests ${{ matrix.config }}",
+            "    needs: build",
+            "    if: ${{ !cancelled() }}",
+            "    runs-on: ${{ matrix.runs_on }}",
+            f"    timeout-minutes: {config.timeout_minutes}",
+            "    permissions:",
+            "      contents: read",
+            "    strategy:",
+            "      fail-fast: false",
+            *_matrix(gpu_tests),
+            "    steps:",
+            "      - name: Check out the feedstock",
+            f"        uses: {CHECKOUT}",
+            "        with:",
+            "          persist-credentials: false",
+            "      - name: Fetch the packages the build job made",
+            f"        uses: {DOWNLOAD_ARTIFACT}",
+            "        with:",
+            "          name: ${{ matrix.config }}",
+            "          path: build_artifacts",
+            "      - name: Test on the GPU (build-locally.py --test-only --gpu-tests)",
+            "        env:",
+            "          CONFIG: ${{ matrix.config }}",
+            *_block(GPU_TEST_SCRIPT),
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def expected_workflow(feedstock: Feedstock, jobs: list[CiJob]) -> str:
+    return render_workflow(jobs, settings(feedstock))
+
+
+def workflow_state(feedstock: Feedstock, expected: str) -> str | None:
+    """None when the committed workflow is `expected`, else "missing" or "out of date"."""
+    path = feedstock.root / WORKFLOW_PATH
+    if not path.is_file():
+        return "missing"
+    return None if path.read_text() == expected else "out of date"
+
+
+def write_workflow(feedstock: Feedstock, text: str) -> None:
+    """Write the workflow through a temporary file and a rename (never half-written)."""
+    path = feedstock.root / WORKFLOW_PATH
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        raise FeedstockError(f"cannot write {path}: {err.strerror}; check permissions and free "
+                             "space, then rerun")

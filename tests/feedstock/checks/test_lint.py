@@ -1,0 +1,189 @@
+"""``python -m feedstock lint`` on the real feedstock and on copies broken the way people break them."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.support.feedstock_cli import run_feedstock_cli, snapshot
+
+
+def lint(root: Path):
+    proc = run_feedstock_cli("lint", root=root)
+    assert "Traceback" not in proc.stderr
+    return proc
+
+
+def test_real_feedstock_has_no_findings():
+    proc = run_feedstock_cli("lint")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "no findings" in proc.stdout
+
+
+def test_missing_patch_file(feedstock_copy):
+    patch = sorted((feedstock_copy / "recipe" / "patches").glob("*.patch"))[0]
+    patch.unlink()
+    before = snapshot(feedstock_copy / ".ci_support")
+    proc = lint(feedstock_copy)
+    assert proc.returncode == 1
+    assert f"patch patches/{patch.name} is listed but recipe/patches/{patch.name} does not exist" in proc.stdout
+    assert snapshot(feedstock_copy / ".ci_support") == before
+
+
+def test_unlisted_patch_file(feedstock_copy):
+    extra = feedstock_copy / "recipe" / "patches" / "0099-forgotten.patch"
+    extra.write_text("--- a/x\n+++ b/x\n")
+    proc = lint(feedstock_copy)
+    assert proc.returncode == 1
+    assert "recipe/patches/0099-forgotten.patch: not listed under source/patches" in proc.stdout
+
+
+def test_patch_listed_for_some_variants_only(feedstock_copy):
+    # listed under a CUDA-only selector: neither the first nor the last linux-64 variant has it
+    patches = feedstock_copy / "recipe" / "patches"
+    meta = feedstock_copy / "recipe" / "meta.yaml"
+    text = meta.read_text()
+    last = sorted(patches.glob("*.patch"))[-1].name
+    anchor = f"    - patches/{last}\n"
+    assert anchor in text
+    line = '    - patches/0099-cuda-only.patch  # [gpu_backend == "cuda"]\n'
+    meta.write_text(text.replace(anchor, anchor + line, 1))
+    (patches / "0099-cuda-only.patch").write_text("--- a/x\n+++ b/x\n")
+    proc = lint(feedstock_copy)
+    assert "0099-cuda-only.patch" not in proc.stdout, proc.stdout
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # and such a patch is still checked for existence
+    (patches / "0099-cuda-only.patch").unlink()
+    proc = lint(feedstock_copy)
+    assert proc.returncode == 1
+    assert "patch patches/0099-cuda-only.patch is listed but recipe/patches/0099-cuda-only.patch does not exist" \
+        in proc.stdout
+
+
+def test_output_without_test(feedstock_copy):
+    meta = feedstock_copy / "recipe" / "meta.yaml"
+    text = meta.read_text()
+    # drop the metapackages' test section (the last "    test:" block before their about:)
+    start = text.rindex("    test:\n      imports:\n        - torch\n")
+    end = text.index("    about:", start)
+    meta.write_text(text[:start] + text[end:])
+    proc = lint(feedstock_copy)
+    assert proc.returncode == 1
+    assert "output 'pytorch-cpu' has no test" in proc.stdout
+
+
+def test_negated_test_command_cannot_fail(feedstock_copy):
+    meta = feedstock_copy / "recipe" / "meta.yaml"
+    text = meta.read_text()
+    anchor = "        - test -f $PREFIX/lib/libtorch_cuda_linalg.so\n"
+    assert anchor in text
+    meta.write_text(text.replace(anchor, anchor + '        - "! grep -q libmagma $PREFIX/lib/libtorch_cuda_linalg.so"\n', 1))
+    proc = lint(feedstock_copy)
+    assert proc.returncode == 1
+    assert ("output 'libtorch-cuda-linalg' test command [! grep -q libmagma $PREFIX/lib/libtorch_cuda_linalg.so] "
+            "cannot fail") in proc.stdout
+    assert "linux-64" in proc.stdout
+
+
+def test_unparseable_and_unknown_selectors(feedstock_copy):
+    meta = feedstock_copy / "recipe" / "meta.yaml"
+    text = meta.read_text()
+    meta.write_text(text.replace("- make                                       # [linux]",
+                                 "- make                                       # [lnux]", 1))
+    cbc = feedstock_copy / "recipe" / "conda_build_config.yaml"
+    cbc.write_text(cbc.read_text().replace("# [not linux]", "# [not linux or]", 1))
+    proc = lint(feedstock_copy)
+    assert proc.returncode == 1
+    assert "recipe/conda_build_config.yaml:" in proc.stdout and "[not linux or] does not parse" in proc.stdout
+    line = next(i for i, t in enumerate(meta.read_text().splitlines(), 1) if "# [lnux]" in t)
+    assert f"recipe/meta.yaml:{line}: selector [lnux] uses unknown name(s) lnux" in proc.stdout
+
+
+def test_unequal_zip_keys(feedstock_copy):
+    cbc = feedstock_copy / "recipe" / "conda_build_config.yaml"
+    cbc.write_text(cbc.read_text().replace("  - 7.2                         # [linux64]\n", "", 1))
+    proc = lint(feedstock_copy)
+    assert proc.returncode == 1
+    assert "zip_keys group [gpu_backend, cuda_compiler_version, rocm_version" in proc.stdout
+    assert "different lengths on linux-64" in proc.stdout
+
+
+def test_stale_ci_support_and_clashing_build_strings(feedstock_copy):
+    meta = feedstock_copy / "recipe" / "meta.yaml"
+    text = meta.read_text()
+    # a build string without the BLAS name: the mkl and generic jobs now build the same file
+    text = text.replace('{% set variant_tag = dev_prefix ~ gpu_tag ~ "_" ~ blas_impl %}',
+                        '{% set variant_tag = dev_prefix ~ gpu_tag %}')
+    text = text.replace("{% set build = build + 100 %}", "")
+    meta.write_text(text)
+    config = sorted((feedstock_copy / ".ci_support").glob("*.yaml"))[0]
+    config.write_text(config.read_text() + "extra_key:\n- x\n")
+    proc = lint(feedstock_copy)
+    assert proc.returncode == 1
+    assert f".ci_support/{config.name}: out of date; run: python -m feedstock rerender" in proc.stdout
+    assert "build string not unique: linux-64/pytorch-cpu-2.13.0-cpu_h" in proc.stdout
+
+
+# -- the recipe against what the driver really does -------------------------------------------
+def test_removing_a_use_system_package_from_host_fails(feedstock_copy):
+    """The driver sets USE_SYSTEM_NVTX=1 on CUDA variants; without nvtx-c in host CMake would
+    not find it hours into the build. Lint names the variable, the package and where to add it."""
+    meta = feedstock_copy / "recipe" / "meta.yaml"
+    text = meta.read_text()
+    top_level = "\n    - nccl\n    - nvtx-c\n"  # the top level's host (4-space indent)
+    assert text.count(top_level) == 1
+    meta.write_text(text.replace(top_level, "\n    - nccl\n", 1))
+    proc = lint(feedstock_copy)
+    assert proc.returncode == 1
+    lines = [line for line in proc.stdout.splitlines() if "USE_SYSTEM" in line]
+    assert lines == ["recipe/meta.yaml: the driver sets USE_SYSTEM_NVTX=1 (megabuild/build_env.py) but "
+                     "'nvtx-c' is not in the host requirements of libtorch-split (linux-64); "
+                     "add nvtx-c to its host section"], proc.stdout
+
+
+def test_removing_sleef_from_the_pytorch_output_fails_on_every_platform(feedstock_copy):
+    meta = feedstock_copy / "recipe" / "meta.yaml"
+    text = meta.read_text()
+    meta.write_text(text.replace("        - sleef\n        - six\n", "        - six\n", 1))
+    proc = lint(feedstock_copy)
+    assert proc.returncode == 1
+    assert ("the driver sets USE_SYSTEM_SLEEF=1 (megabuild/build_env.py) but 'sleef' is not in "
+            "the host requirements of pytorch (linux-64, linux-aarch64, osx-arm64)") in proc.stdout
+
+
+def test_driver_passing_the_conda_build_number_fails(feedstock_copy):
+    """If the driver handed conda's build number (100-300 here) to PyTorch, torch would report
+    2.13.0.post300; lint runs the copy's own driver and catches it."""
+    build_env = feedstock_copy / "recipe" / "megabuild" / "build_env.py"
+    text = build_env.read_text()
+    old = '    env["PYTORCH_BUILD_NUMBER"] = "0"\n'
+    assert old in text
+    build_env.write_text(text.replace(old, '    env["PYTORCH_BUILD_NUMBER"] = variant.get("PKG_BUILDNUM", "0")\n'))
+    proc = lint(feedstock_copy)
+    assert proc.returncode == 1
+    assert ("PyTorch will report 2.13.0.post300 (PYTORCH_BUILD_VERSION, PYTORCH_BUILD_NUMBER=300) "
+            "but the recipe expects 2.13.0; the driver must pass PYTORCH_BUILD_NUMBER=0") in proc.stdout
+    # CPU generic builds have build number 0, which PyTorch does not append
+    assert "cpu_generic" not in proc.stdout and "cpugeneric" not in proc.stdout
+
+
+def test_a_recipe_without_a_version_test_fails(feedstock_copy):
+    meta = feedstock_copy / "recipe" / "meta.yaml"
+    lines = meta.read_text().splitlines(keepends=True)
+    kept = [line for line in lines if "torch.__version__.split" not in line]
+    assert len(kept) == len(lines) - 1
+    meta.write_text("".join(kept))
+    proc = lint(feedstock_copy)
+    assert proc.returncode == 1
+    assert "no test asserts torch.__version__; add one that compares it with '2.13.0'" in proc.stdout
+
+
+def test_duplicated_variant_key_is_one_clear_error(feedstock_copy):
+    cbc = feedstock_copy / "recipe" / "conda_build_config.yaml"
+    lines = cbc.read_text().splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("blas_impl:")) + 1
+    cbc.write_text(cbc.read_text() + "\nblas_impl:\n  - generic\n")
+    duplicate = len(lines) + 2
+    for command in ("lint", "rerender"):
+        proc = run_feedstock_cli(command, root=feedstock_copy)
+        assert proc.returncode in (1, 2) and "Traceback" not in proc.stderr
+        assert (f"recipe/conda_build_config.yaml:{duplicate}: key 'blas_impl' is given twice (first at "
+                f"line {first}) on linux-64") in proc.stdout + proc.stderr

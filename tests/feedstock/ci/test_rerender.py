@@ -1,0 +1,164 @@
+"""``python -m feedstock rerender`` as a maintainer runs it: real processes on real files."""
+from __future__ import annotations
+
+import shutil
+
+import yaml
+
+from tests.support.feedstock_cli import run_feedstock_cli, snapshot
+from tests.support.paths import REPO_ROOT
+
+CI_SUPPORT = REPO_ROOT / ".ci_support"
+
+
+def test_committed_ci_support_is_current():
+    proc = run_feedstock_cli("rerender", "--check")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "up to date" in proc.stdout
+
+
+def test_committed_matrix_covers_every_variant():
+    configs = {p.stem: yaml.safe_load(p.read_text()) for p in CI_SUPPORT.glob("*.yaml")}
+    linux64 = {(c["gpu_backend"][0], c["cuda_compiler_version"][0], c["blas_impl"][0])
+               for c in configs.values() if c["target_platform"] == ["linux-64"]}
+    backends = {("cpu", "None"), ("cuda", "12.9"), ("cuda", "13.0"), ("rocm", "None")}
+    assert linux64 == {(g, v, b) for g, v in backends for b in ("mkl", "generic")}
+    platforms = {c["target_platform"][0] for c in configs.values()}
+    assert platforms == {"linux-64", "linux-aarch64", "osx-arm64"}
+    for name, config in configs.items():
+        assert len(config["python"]) >= 5, name          # every supported Python in the job
+        if config["target_platform"][0].startswith("linux"):
+            assert len(config["docker_image"]) == 1 and config["docker_image"][0], name
+            assert config["megabuild"] == [True] or config["megabuild"] == ["true"], name
+        rocm = config.get("gpu_backend") == ["rocm"]
+        if rocm:
+            assert "rocm" in config["docker_image"][0], name
+
+
+def test_rerender_is_deterministic_and_reproduces_the_committed_files(feedstock_copy):
+    shutil.rmtree(feedstock_copy / ".ci_support")
+    first = run_feedstock_cli("rerender", root=feedstock_copy)
+    assert first.returncode == 0, first.stderr
+    assert snapshot(feedstock_copy / ".ci_support") == snapshot(CI_SUPPORT)
+    second = run_feedstock_cli("rerender", root=feedstock_copy)
+    assert second.returncode == 0 and "0 written, 0 removed" in second.stdout
+    assert snapshot(feedstock_copy / ".ci_support") == snapshot(CI_SUPPORT)
+
+
+def test_check_names_edited_missing_and_extra_files_and_writes_nothing(feedstock_copy):
+    ci = feedstock_copy / ".ci_support"
+    edited, removed = sorted(ci.glob("*.yaml"))[:2]
+    edited.write_text(edited.read_text().replace("conda-forge main", "conda-forge dev"))
+    removed.unlink()
+    (ci / "linux_64_old_job.yaml").write_text("python:\n- 3.9\n")
+    before = snapshot(ci)
+    proc = run_feedstock_cli("rerender", "--check", root=feedstock_copy)
+    assert proc.returncode == 1
+    assert f".ci_support/{edited.name}: out of date" in proc.stdout
+    assert f".ci_support/{removed.name}: missing" in proc.stdout
+    assert ".ci_support/linux_64_old_job.yaml" in proc.stdout
+    assert "run: python -m feedstock rerender" in proc.stderr
+    assert snapshot(ci) == before
+    # rerender repairs all three, removing the stale file
+    fixed = run_feedstock_cli("rerender", root=feedstock_copy)
+    assert fixed.returncode == 0, fixed.stderr
+    assert snapshot(ci) == snapshot(CI_SUPPORT)
+
+
+def test_recipe_change_makes_check_fail(feedstock_copy):
+    cbc = feedstock_copy / "recipe" / "conda_build_config.yaml"
+    cbc.write_text(cbc.read_text().replace("  - mkl                         # [x86_64]\n", ""))
+    proc = run_feedstock_cli("rerender", "--check", root=feedstock_copy)
+    assert proc.returncode == 1
+    assert "blas_implmkl" in proc.stdout and "not produced" in proc.stdout
+
+
+def _assert_clean_failure(proc, feedstock_copy, *needles):
+    assert proc.returncode != 0
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    assert "Traceback" not in proc.stderr
+    assert snapshot(feedstock_copy / ".ci_support") == snapshot(CI_SUPPORT)
+    assert not list(feedstock_copy.glob(".ci_support.tmp-*"))
+
+
+def test_bad_selector_in_config_is_one_line_and_nothing_written(feedstock_copy):
+    cbc = feedstock_copy / "recipe" / "conda_build_config.yaml"
+    cbc.write_text(cbc.read_text().replace("# [x86_64]", "# [x86_64 and]", 1))
+    proc = run_feedstock_cli("rerender", root=feedstock_copy)
+    _assert_clean_failure(proc, feedstock_copy, "recipe/conda_build_config.yaml:", "[x86_64 and]", "does not parse")
+
+
+def test_unequal_zip_keys_is_one_line_and_nothing_written(feedstock_copy):
+    cbc = feedstock_copy / "recipe" / "conda_build_config.yaml"
+    text = cbc.read_text()
+    # drop the ROCm entry of one zipped key only
+    cbc.write_text(text.replace("  - 7.2                         # [linux64]\n", "", 1))
+    assert cbc.read_text() != text
+    proc = run_feedstock_cli("rerender", root=feedstock_copy)
+    _assert_clean_failure(proc, feedstock_copy, "zip_keys group", "rocm_version", "different lengths")
+
+
+def test_invalid_yaml_and_not_a_feedstock(feedstock_copy, tmp_path):
+    pinning = feedstock_copy / "pinning.yaml"
+    pinning.write_text(pinning.read_text() + "\npython: [unclosed\n")
+    proc = run_feedstock_cli("rerender", root=feedstock_copy)
+    _assert_clean_failure(proc, feedstock_copy, "pinning.yaml", "invalid YAML")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    proc = run_feedstock_cli("rerender", root=empty)
+    assert proc.returncode == 2 and "not a feedstock" in proc.stderr
+    assert not (empty / ".ci_support").exists()
+
+
+def test_malformed_conda_forge_yml_is_one_line_and_nothing_written(feedstock_copy):
+    forge = feedstock_copy / "conda-forge.yml"
+    original = forge.read_text()
+    for text, needles in (("- linux_64\n", ("conda-forge.yml must be a mapping",)),
+                          ("provider: [linux_64]\n", ("provider must be a mapping",)),
+                          (original.replace("provider:\n", "provider:\n  foo_bar: default\n", 1),
+                           ("provider names unknown platform 'foo_bar'",))):
+        forge.write_text(text)
+        for args in (("rerender",), ("rerender", "--check"), ("lint",)):
+            proc = run_feedstock_cli(*args, root=feedstock_copy)
+            assert proc.returncode == 2, (args, proc.stdout, proc.stderr)
+            _assert_clean_failure(proc, feedstock_copy, *needles)
+
+
+def test_pinning_file_kept_in_ci_support_is_an_input_not_a_stale_job(feedstock_copy):
+    pinning = feedstock_copy / ".ci_support" / "pinning.yaml"
+    (feedstock_copy / "pinning.yaml").rename(pinning)
+    content = pinning.read_bytes()
+    for args in (("rerender", "--check"), ("lint",), ("rerender",)):
+        proc = run_feedstock_cli(*args, root=feedstock_copy)
+        assert proc.returncode == 0, (args, proc.stdout, proc.stderr)
+        assert "pinning.yaml" not in proc.stdout, (args, proc.stdout)
+    assert pinning.read_bytes() == content
+    assert {n: b for n, b in snapshot(feedstock_copy / ".ci_support").items() if n != "pinning.yaml"} \
+        == snapshot(CI_SUPPORT)
+
+
+def test_help_explains_every_subcommand():
+    top = run_feedstock_cli("--help")
+    assert top.returncode == 0
+    for word in ("rerender", "render", "lint", "conda_build_config.yaml"):
+        assert word in top.stdout
+    for sub, phrase in (("rerender", "--check"), ("render", "build string"), ("lint", "zip_keys")):
+        proc = run_feedstock_cli(sub, "--help")
+        assert proc.returncode == 0 and phrase in proc.stdout, proc.stdout
+
+
+def test_unwritable_ci_support_is_one_line_and_keeps_the_users_file(feedstock_copy):
+    ci = feedstock_copy / ".ci_support"
+    for path in ci.iterdir():
+        path.unlink()
+    ci.rmdir()
+    ci.write_text("a file where the folder should be\n")
+    proc = run_feedstock_cli("rerender", root=feedstock_copy)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: cannot write") and "Traceback" not in proc.stderr
+    assert ci.read_text() == "a file where the folder should be\n"
+    assert not list(feedstock_copy.glob(".ci_support.tmp-*"))

@@ -1,1 +1,0 @@
-"""Helpers for the end-to-end layout test on the real PyTorch wheel (tests/test_layout_real_wheel.py)."""

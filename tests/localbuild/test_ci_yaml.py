@@ -1,0 +1,123 @@
+"""localbuild's stdlib reader of .ci_support files, checked against PyYAML as the oracle."""
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from tests.support.build_locally import as_strings, config_yaml
+from localbuild import ci_yaml
+from localbuild.configs import CiConfig
+from localbuild.overrides import derived_config_text
+
+
+SMITHY_STYLE = """\
+# comment at the top
+blas_impl:
+- mkl
+cuda_compiler_version:
+- '12.9'   # quoted version stays a string
+docker_image:
+- quay.io/condaforge/linux-anvil-x86_64-cuda12:alma9
+megabuild:
+- true
+pin_run_as_build:
+  python:
+    min_pin: x.x
+    max_pin: x.x
+  libtorch:
+    max_pin: x.x
+python:
+- 3.10.* *_cpython
+- "3.11.* *_cpython"
+channel_targets:
+- conda-forge main
+indented_list:
+  - a
+  - 'it''s'
+flow_list: [a, 'b, c', "d"]
+empty_list: []
+empty_map: {}
+nothing:
+zip_keys:
+- - c_compiler_version
+  - cxx_compiler_version
+-   - python
+    - is_python_min
+url: https://example.invalid/x#not-a-comment
+"""
+
+
+@pytest.mark.parametrize("text", [
+    SMITHY_STYLE,
+    config_yaml(),
+    config_yaml(cuda="13.0", pythons=("3.12",), megabuild=False, rocm="6.4"),
+])
+def test_matches_pyyaml(text):
+    assert ci_yaml.parse(text, "x.yaml").data == as_strings(yaml.safe_load(text))
+
+
+@pytest.mark.parametrize("text, line, words", [
+    ("a:\n- x\n  - y\n", 3, "unexpected indentation"),
+    ("a:\n- 'x\n", 2, "unterminated 'quoted' string"),
+    ('a:\n- "x\n', 2, 'unterminated "quoted" string'),
+    ("a:\n- 'x' y\n", 2, "unexpected text after quoted string: 'y'"),
+    ('a:\n- "x" y\n', 2, "unexpected text after quoted string: 'y'"),
+    ("a:\n\t- x\n", 2, "tab"),
+    ("a: &anchor\n", 1, "anchors"),
+    ("a:\n- x\na:\n- y\n", 3, "duplicate key 'a'"),
+    ("- x\n", 1, "key"),
+    ("a:\n- x\njust text\n", 3, "expected 'key: value'"),
+    ("a: |\n  block\n", 1, "block scalars"),
+    ("a:\n-\n", 2, "empty list item"),
+    ("a: {b: c}\n", 1, "flow mappings"),
+    ("a: 1\n---\nb: 2\n", 2, "more than one YAML document"),
+])
+def test_errors_name_file_and_line(text, line, words):
+    with pytest.raises(ci_yaml.CiYamlError) as info:
+        ci_yaml.parse(text, ".ci_support/bad.yaml")
+    message = str(info.value)
+    assert message.startswith(f".ci_support/bad.yaml line {line}: "), message
+    assert words in message
+    assert "\n" not in message
+
+
+def test_derived_config_keeps_zipped_entries_aligned(tmp_path):
+    path = tmp_path / "cfg.yaml"
+    path.write_text(config_yaml(pythons=("3.10", "3.11", "3.12", "3.13")))
+    config = CiConfig("cfg", path, ci_yaml.load(path))
+    keep = [entry.index for entry in config.pythons if entry.label == "3.12"]
+    text = derived_config_text(config, keep)
+    derived = yaml.safe_load(text)
+    original = yaml.safe_load(path.read_text())
+    assert derived["python"] == ["3.12.* *_cpython"]
+    assert derived["is_python_min"] == [original["is_python_min"][2]] == ["false"]
+    # everything else is byte-for-byte what conda-smithy wrote (quotes included)
+    assert {k: v for k, v in derived.items() if k not in ("python", "is_python_min")} == \
+        {k: v for k, v in original.items() if k not in ("python", "is_python_min")}
+    assert "- '14'" in text and "- true" in text
+
+
+@pytest.mark.parametrize("raw, label", [
+    ("3.12.* *_cpython", "3.12"), ("3.13.* *_cp313t", "3.13t"), ("3.14 *_freethreading", "3.14t"),
+    ("3.10", "3.10"),
+])
+def test_python_label(raw, label):
+    from localbuild.configs import python_label
+    assert python_label(raw) == label
+
+
+def test_dry_run_python_subset_keeps_free_threaded_outputs(tmp_path):
+    """--python 3.13t must show the 3.13t pytorch output (config and dry run share one label)."""
+    from types import SimpleNamespace
+
+    from localbuild.dryrun import describe_outputs
+
+    def output(name, python=None):
+        return SimpleNamespace(name=name, version="2.13.0", build_string=f"b{python}",
+                               variant={"python": python} if python else {})
+    outputs = [output("libtorch"), output("pytorch", "3.13.* *_cpython"),
+               output("pytorch", "3.13.* *_cp313t")]
+    lines = describe_outputs(tmp_path, "cfg", (lambda root, config: outputs, None, ""),
+                             pythons={"3.13t"})
+    assert lines[0].startswith("outputs:      2 (1 for Pythons this dev build skips")
+    assert lines[1:] == ["  libtorch-2.13.0-bNone", "  pytorch-2.13.0-b3.13.* *_cp313t"]

@@ -1,0 +1,378 @@
+"""build-locally.py: help, list, selecting configs, preflight errors, dry run.
+
+Every test runs the real script in a throwaway feedstock tree with `python -S` (no
+site-packages: the standard library only) and the fake container engine first on PATH.
+"""
+from __future__ import annotations
+
+import os
+import select
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.support.build_locally import CPU_IMAGE, CUDA_IMAGE, make_feedstock
+
+CUDA129 = "linux_64_blas_implmklcuda_compiler_version12.9"
+CPU_MKL = "linux_64_blas_implmklcuda_compiler_versionNone"
+CPU_GENERIC = "linux_64_blas_implgenericcuda_compiler_versionNone"
+OSX = "osx_arm64_python3.12.____cpython"
+
+
+@pytest.fixture
+def fs(tmp_path):
+    return make_feedstock(tmp_path)
+
+
+def one_error_line(proc) -> str:
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("error: ")
+    return lines[0]
+
+
+def test_help_works_without_site_packages(fs):
+    proc = fs.run("--help")
+    assert proc.returncode == 0, proc.stderr
+    for flag in ("--all", "--filter", "--list", "--dry-run", "--native", "--prune", "--zip-logs",
+                 "--keep-going", "--force", "--engine", "--ccache", "--python", "--cuda-arch",
+                 "--rocm-arch", "--jobs", "--debug", "--output-id", "--gpu-tests", "--upload",
+                 "exit status"):
+        assert flag in proc.stdout
+
+
+def test_list_describes_each_config(fs):
+    proc = fs.run("--list")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert [line.split()[0] for line in lines] == sorted(
+        [CUDA129, CPU_MKL, CPU_GENERIC, OSX, "linux_64_blas_implmklcuda_compiler_version13.0"])
+    cuda = next(line for line in lines if line.startswith(CUDA129))
+    assert "linux-64, cuda 12.9, mkl, py 3.10-3.14, megabuild, ~120 GB disk" in cuda
+    cpu = next(line for line in lines if line.startswith(CPU_GENERIC))
+    assert "cpu, generic" in cpu and "~50 GB disk" in cpu
+    osx = next(line for line in lines if line.startswith(OSX))
+    assert "osx-arm64" in osx and "py 3.12" in osx and "megabuild" not in osx
+
+
+def test_list_filter_and_built_marker(fs):
+    fs.artifacts.mkdir()
+    fs.marker(CPU_MKL).write_text("")
+    proc = fs.run("--list", "--filter", "None$", "--filter", "mkl")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [
+        f"{CPU_MKL}  linux-64, cpu, mkl, py 3.10-3.14, megabuild, ~50 GB disk [built]"]
+
+
+def test_unknown_config_suggests_closest(fs):
+    proc = fs.run("linux_64_blas_implmklcuda_compiler_version12")
+    assert proc.returncode == 2
+    line = one_error_line(proc)
+    assert "config 'linux_64_blas_implmklcuda_compiler_version12' not found" in line
+    assert f"did you mean {CUDA129}, linux_64_blas_implmklcuda_compiler_version13.0" in line
+    assert fs.calls() == []
+
+
+def test_unknown_config_suggests_names_with_the_typed_start(tmp_path):
+    """Generated names differ late: 'linux_64_cud' must point at linux_64 configs, not at the
+    aarch64 one that difflib finds most similar."""
+    fs = make_feedstock(tmp_path, configs={
+        "linux_64_blas_implmklcuda_compiler_version12.9": dict(cuda="12.9", image=CUDA_IMAGE),
+        "linux_64_blas_implgenericcuda_compiler_versionNone": dict(blas="generic"),
+        "linux_aarch64_": dict(platform="linux-aarch64")})
+    proc = fs.run("linux_64_cud")
+    assert proc.returncode == 2
+    line = one_error_line(proc)
+    suggested = line.split("did you mean ", 1)[1].rstrip("?").split(", ")
+    assert sorted(suggested[:2]) == ["linux_64_blas_implgenericcuda_compiler_versionNone",
+                                     "linux_64_blas_implmklcuda_compiler_version12.9"], line
+
+
+def test_unknown_config_without_close_match_points_to_list(fs):
+    proc = fs.run("win_64_nothing_alike")
+    assert proc.returncode == 2
+    assert "see --list" in one_error_line(proc)
+
+
+def test_config_given_as_path_is_accepted(fs):
+    proc = fs.run(f".ci_support/{CUDA129}.yaml", "--dry-run")
+    assert proc.returncode == 0, proc.stderr
+    assert f"] {CUDA129}:" in proc.stdout
+
+
+def test_no_config_without_terminal_lists_choices(fs):
+    proc = fs.run()
+    assert proc.returncode == 2
+    line = one_error_line(proc)
+    assert "no terminal" in line and CUDA129 in line and OSX in line and "--all" in line
+
+
+def test_names_and_all_together_is_an_error(fs):
+    proc = fs.run(CUDA129, "--all")
+    assert proc.returncode == 2
+    assert "not both" in one_error_line(proc)
+
+
+def test_bad_filter_regex_and_no_match(fs):
+    proc = fs.run("--all", "--filter", "cuda(")
+    assert proc.returncode == 2 and "not a valid regular expression" in one_error_line(proc)
+    proc = fs.run("--all", "--filter", "rocm")
+    assert proc.returncode == 2 and "no config matches --filter rocm" in one_error_line(proc)
+
+
+def test_missing_ci_support_says_how_to_generate(tmp_path):
+    fs = make_feedstock(tmp_path, configs={})
+    proc = fs.run("--list")
+    assert proc.returncode == 2
+    assert "python -m feedstock rerender" in one_error_line(proc)
+
+
+def test_unparseable_config_is_one_line_with_file_and_line(tmp_path):
+    fs = make_feedstock(tmp_path, configs={"linux_64_ok": {}})
+    (fs.root / ".ci_support" / "linux_64_bad.yaml").write_text("python:\n- 3.12\n  - 3.13\n")
+    proc = fs.run("--list")
+    assert proc.returncode == 2
+    line = one_error_line(proc)
+    assert ".ci_support/linux_64_bad.yaml line 3: unexpected indentation" in line
+
+
+def test_menu_on_a_terminal(fs):
+    """A real pseudo-terminal: the menu lists the configs and the answer selects one."""
+    pty = pytest.importorskip("pty")
+    pid, fd = pty.fork()
+    if pid == 0:  # child: becomes build-locally.py with the pty as its terminal
+        os.chdir(fs.root)
+        os.execve(sys.executable, [sys.executable, "-S", "build-locally.py", "--dry-run"],
+                  fs.env())
+    output = b""
+    answered = False
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 1.0)
+        if not ready:
+            continue
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        output += chunk
+        if not answered and b"Build which?" in output:
+            os.write(fd, b"x\n2\n")  # a wrong answer first: it asks again
+            answered = True
+    _, status = os.waitpid(pid, 0)
+    text = output.decode(errors="replace")
+    assert os.waitstatus_to_exitcode(status) == 0, text
+    assert f"  1. {CPU_GENERIC}" in text and "~50 GB disk" in text
+    assert "not understood: 'x'" in text
+    assert f"== [1/1] {CUDA129}:" in text
+    assert "dry run: nothing was started or written" in text
+
+
+def test_dry_run_shows_the_plan_and_runs_nothing(fs):
+    env = fs.env(CPU_COUNT="1", CI="true", CONDA_FORGE_DOCKER_RUN_ARGS="--shm-size 2g")
+    proc = fs.run("--dry-run", "--all", env=env)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert f"image:        {CUDA_IMAGE}" in out and f"image:        {CPU_IMAGE}" in out
+    assert "command:      docker run --name build-locally-linux_64_blas_implmklcuda_compiler_version12.9-" in out
+    assert f"-v {fs.root}:/home/conda/feedstock_root:rw,z" in out
+    assert f"-v {fs.root / 'recipe'}:/home/conda/recipe_root:rw,z" in out
+    assert "--shm-size 2g" in out
+    for line in (f"  CONFIG={CUDA129}", f"  HOST_USER_ID={os.getuid()}", "  CPU_COUNT=1", "  CI=true",
+                 "  UPLOAD_PACKAGES=False"):
+        assert line in out
+    assert f"marker:       {fs.marker(CUDA129)}" in out
+    assert f"log:          {fs.artifacts / (CUDA129 + '-log.txt')}" in out
+    assert f"python -m feedstock render {CUDA129}" in out   # no renderer in this tree
+    assert "skipped:      needs macOS" in out
+    assert "--privileged" not in out
+    assert fs.calls() == []                  # the engine was not even asked
+    assert not fs.artifacts.exists()         # nothing written
+
+
+def test_dry_run_uses_the_renderer_when_importable(fs):
+    """A renderer with the contract's API on sys.path is called and its outputs printed."""
+    package = fs.root / "feedstock"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "errors.py").write_text("class FeedstockError(Exception):\n    pass\n")
+    (package / "render").mkdir()
+    (package / "render" / "__init__.py").write_text("")
+    (package / "render" / "outputs.py").write_text(
+        "from dataclasses import dataclass\n"
+        "from ..errors import FeedstockError\n"
+        "@dataclass\nclass RenderedOutput:\n    name: str\n    version: str\n    build_string: str\n"
+        "    variant: dict\n"
+        "def render_ci_config(root, name):\n"
+        "    if 'version13' in name:\n        raise FeedstockError('cannot render ' + name)\n"
+        "    if 'generic' in name:\n        raise RuntimeError('renderer bug')\n"
+        "    import os\n"
+        "    dev = os.environ.get('FEEDSTOCK_DEV_TAG')\n"
+        "    pre = f'dev{dev}_' if dev else ''\n"
+        "    return [RenderedOutput('libtorch', '2.13.0', pre + 'cuda129_mkl_h1234567_300', {})] + [\n"
+        "        RenderedOutput('pytorch', '2.13.0', f'{pre}cuda129_py3{m}_h1_300', {'python': f'3.{m}.* *_cpython'})\n"
+        "        for m in (11, 12)]\n")
+    proc = fs.run("--dry-run", "--all", isolated=False)
+    assert proc.returncode == 0, proc.stderr
+    assert ("outputs:      3\n  libtorch-2.13.0-cuda129_mkl_h1234567_300\n"
+            "  pytorch-2.13.0-cuda129_py311_h1_300\n  pytorch-2.13.0-cuda129_py312_h1_300") in proc.stdout
+    assert "cannot render (cannot render linux_64_blas_implmklcuda_compiler_version13.0)" in proc.stdout
+    assert "cannot render (RuntimeError: renderer bug)" in proc.stdout
+    # a dev build: the recipe sees FEEDSTOCK_DEV_TAG while rendering; other Pythons left out
+    proc = fs.run("--dry-run", CUDA129, "--python", "3.12", isolated=False,
+                  env=fs.env(FEEDSTOCK_DEV_TAG="stale"))
+    assert proc.returncode == 0, proc.stderr
+    assert ("outputs:      2 (1 for Pythons this dev build skips are left out)\n"
+            "  libtorch-2.13.0-devpy312_cuda129_mkl_h1234567_300\n"
+            "  pytorch-2.13.0-devpy312_cuda129_py312_h1_300\n") in proc.stdout
+
+
+def test_dry_run_with_a_broken_renderer_import_still_works(fs):
+    package = fs.root / "feedstock"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "errors.py").write_text("class FeedstockError(Exception):\n    pass\n")
+    (package / "render.py").write_text("import jinja2_not_installed_here\n")
+    proc = fs.run("--dry-run", CUDA129, isolated=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "renderer unavailable: ModuleNotFoundError" in proc.stdout
+
+
+def test_dry_run_python_subset_writes_nothing(fs):
+    proc = fs.run("--dry-run", CUDA129, "--python", "3.12", "--cuda-arch", "9.0")
+    assert proc.returncode == 0, proc.stderr
+    derived = fs.artifacts / "localbuild" / f"{CUDA129}-devpy312sm90.yaml"
+    assert f"config:       {derived} (would be written" in proc.stdout
+    assert "FEEDSTOCK_DEV_TAG=py312sm90" in proc.stdout
+    assert "FEEDSTOCK_CUDA_ARCH_LIST=9.0" in proc.stdout
+    assert f"marker:       {fs.marker(CUDA129)}-devpy312sm90" in proc.stdout
+    assert not fs.artifacts.exists()
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--python", "3.9.1"], "--python '3.9.1'"),
+    (["--python", "3.9"], "no python 3.9"),
+    (["--cuda-arch", "sm_90"], "--cuda-arch 'sm_90'"),
+    (["--rocm-arch", "mi250"], "--rocm-arch 'mi250'"),
+    (["--jobs", "0"], "--jobs 0"),
+    (["--dev-tag", "a-b"], "--dev-tag 'a-b'"),
+    (["--output-id", "pytorch*"], "--output-id works with --debug only"),
+    (["--upload"], "--upload needs BINSTAR_TOKEN"),
+])
+def test_bad_override_values(fs, args, words):
+    proc = fs.run(CUDA129, "--dry-run", *args)
+    assert proc.returncode == 2, proc.stdout
+    assert words in one_error_line(proc)
+
+
+@pytest.mark.parametrize("value", ["nan", "-3", "inf", "lots"])
+def test_bad_min_free_gb_is_refused(fs, value):
+    proc = fs.run(CPU_MKL, "--min-free-gb", value)
+    assert proc.returncode == 2
+    assert f"argument --min-free-gb: {value!r} is not a number of GB" in proc.stderr
+    assert "Traceback" not in proc.stderr and fs.runs() == []
+
+
+def test_upload_with_only_the_staging_token_is_refused(fs):
+    """build_steps.sh uploads with BINSTAR_TOKEN/ANACONDA_API_TOKEN only; a staging token
+    alone would pass here and fail after the whole build."""
+    proc = fs.run(CUDA129, "--upload", "--min-free-gb", "0",
+                  env=fs.env(STAGING_BINSTAR_TOKEN="staging-secret"))
+    assert proc.returncode == 2, proc.stdout
+    assert "--upload needs BINSTAR_TOKEN or ANACONDA_API_TOKEN" in one_error_line(proc)
+    assert fs.runs() == []
+
+
+def test_debug_needs_exactly_one_config(fs):
+    proc = fs.run("--all", "--filter", "linux", "--debug")
+    assert proc.returncode == 2
+    assert "--debug works on one config; 4 selected" in one_error_line(proc)
+
+
+def test_only_osx_configs_on_linux_is_an_error(fs):
+    if sys.platform == "darwin":
+        pytest.skip("on macOS the osx config is buildable")
+    proc = fs.run(OSX)
+    assert proc.returncode == 2
+    assert "nothing this machine can build" in one_error_line(proc) and "needs macOS" in proc.stderr
+
+
+# --- preflight: one line, exit 3, nothing started -------------------------------------------
+
+def test_engine_client_missing(fs):
+    proc = fs.run(CPU_MKL, env=fs.env(DOCKER_EXECUTABLE="no-such-docker-client"))
+    assert proc.returncode == 3
+    line = one_error_line(proc)
+    assert "'no-such-docker-client' not found on PATH" in line and "--dry-run" in line
+
+
+def test_engine_not_reachable(fs):
+    proc = fs.run(CPU_MKL, env=fs.env(FAKE_DOCKER_INFO="down"))
+    assert proc.returncode == 3
+    line = one_error_line(proc)
+    assert "docker engine not reachable (Cannot connect to the Docker daemon" in line
+    assert "start the Docker daemon" in line and "--native" in line and "--dry-run" in line
+    assert [call["argv"] for call in fs.calls()] == [["info"]]
+    assert not fs.artifacts.exists()
+
+
+def test_real_docker_client_without_engine(fs):
+    """This machine's real docker client with no daemon: the same one-line error."""
+    real = shutil.which("docker")
+    if real is None:
+        pytest.skip("no docker client installed")
+    if subprocess.run([real, "info"], capture_output=True, timeout=60).returncode == 0:
+        pytest.skip("a Docker engine is running here; the unreachable case cannot be shown")
+    proc = fs.run(CPU_MKL, env=fs.env(DOCKER_EXECUTABLE=real))
+    assert proc.returncode == 3
+    line = one_error_line(proc)
+    assert "engine not reachable" in line and "--dry-run" in line
+
+
+def test_too_little_disk(fs):
+    proc = fs.run(CPU_MKL, "--min-free-gb", "1e9")
+    assert proc.returncode == 3
+    line = one_error_line(proc)
+    assert "GB free" in line and "--min-free-gb needs about 1000000000 GB" in line
+    assert fs.runs() == []
+
+
+def test_cpu_count_above_cores(fs):
+    proc = fs.run(CPU_MKL, env=fs.env(CPU_COUNT=str((os.cpu_count() or 1) + 64)))
+    assert proc.returncode == 3
+    assert "usable cores" in one_error_line(proc)
+    proc = fs.run(CPU_MKL, env=fs.env(CPU_COUNT="many"))
+    assert proc.returncode == 3
+    assert "not a positive number" in one_error_line(proc)
+    assert fs.runs() == []
+
+
+def test_native_without_conda_build(fs, tmp_path):
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    env = fs.env(PATH=f"{empty}{os.pathsep}/usr/bin{os.pathsep}/bin")
+    if shutil.which("conda-build", path=env["PATH"]) or shutil.which("rattler-build", path=env["PATH"]):
+        pytest.skip("conda-build / rattler-build installed system-wide")
+    proc = fs.run(CPU_MKL, "--native", env=env)
+    assert proc.returncode == 3
+    line = one_error_line(proc)
+    assert "--native needs conda-build >= 25.3 on PATH" in line and "rattler-build" in line
+
+
+def test_other_architecture_needs_emulate(tmp_path):
+    from localbuild.configs import host_platform
+
+    other = "linux-64" if host_platform() != "linux-64" else "linux-aarch64"
+    name = f"{other.replace('-', '_')}_x"
+    fs = make_feedstock(tmp_path, configs={name: dict(platform=other)})
+    proc = fs.run(name, "--dry-run")
+    assert proc.returncode == 2
+    assert f"needs a {other} host" in one_error_line(proc) and "--emulate" in proc.stderr
+    proc = fs.run(name, "--dry-run", "--emulate")
+    assert proc.returncode == 0, proc.stderr
+    assert "command:      docker run " in proc.stdout

@@ -1,0 +1,107 @@
+"""Real conda packages: rattler-build builds recipe/recipe.yaml, py-rattler installs them elsewhere.
+
+A local toolchain channel is built first (tests/support/toolchain.py, once per session); then
+rattler-build builds the feedstock's own recipe.yaml, source overridden to the PyTorch-shaped
+tests/support/megabuild_project, for the cpu/generic job with two Pythons (staging output + libtorch +
+pytorch per Python + pytorch-cpu). py-rattler indexes the output, solves `pytorch-cpu` from that
+channel alone and installs it into a fresh prefix at another path, where the packages are used
+and checked: import torch, find_package(Torch) from the installed prefix, no file owned twice,
+no build/host prefix path in any installed text file, every symlink inside the new prefix.
+
+The recipe's own test sections ask for real PyTorch (torchrun, torch.backends, ...), which the
+test project does not have, so rattler-build builds with its tests off here.
+"""
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.support.paths import REPO_ROOT
+
+pytest.importorskip("rattler_build", reason="py-rattler-build (requirements-dev.txt) is not installed")
+pytest.importorskip("rattler", reason="py-rattler (requirements-dev.txt) is not installed")
+
+from tests.realbuild.feedstock_build import ChannelIncomplete, build_feedstock, check_channel  # noqa: E402
+from tests.realbuild.install import (escaping_symlinks, files_in_two_packages,  # noqa: E402
+                                     install_from_channel, leaked_paths)
+
+OUR_PACKAGES = {"libtorch", "pytorch", "pytorch-cpu"}
+
+
+@pytest.fixture(scope="session")
+def realbuild(realbuild_toolchain: dict) -> dict:
+    work, toolchain = realbuild_toolchain["work"], realbuild_toolchain["toolchain"]
+    recipe, variant = realbuild_toolchain["recipe"], realbuild_toolchain["cpu_variant"]
+    build = build_feedstock(recipe, variant, toolchain.channel, work / "build_artifacts",
+                            environ={"FEEDSTOCK_MAX_JOBS": "2"})
+    prefix = work / "elsewhere" / "env"
+    install_from_channel(build.output_dir, ["pytorch-cpu", "python 3.11.*"], prefix,
+                         extra_channels=[toolchain.channel], cache=work / "pkgs")
+    return {"work": work, "toolchain": toolchain, "build": build, "prefix": prefix,
+            "recipe": recipe, "variant": variant}
+
+
+def test_packages_built(realbuild):
+    names = realbuild["build"].names()
+    assert any(n.startswith("libtorch-2.13.0-cpu_generic_h") for n in names), names
+    for py in ("311", "312"):
+        assert any(n.startswith(f"pytorch-2.13.0-cpu_generic_py{py}_h") for n in names), names
+    assert any(n.startswith("pytorch-cpu-2.13.0-cpu_generic_h") for n in names), names
+
+
+def test_import_torch_in_the_installed_prefix(realbuild):
+    python = realbuild["prefix"] / "bin" / "python"
+    proc = subprocess.run([python, "-c", "import sys, torch, torch._C; print(sys.version_info[:2], torch.__file__)"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "(3, 11)" in proc.stdout and str(realbuild["prefix"]) in proc.stdout
+
+
+def test_find_package_torch_from_the_installed_prefix(realbuild, tmp_path):
+    project = tmp_path / "consumer"
+    project.mkdir()
+    (project / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.18)\nproject(consumer CXX)\nfind_package(Torch REQUIRED)\n"
+        "add_executable(consumer main.cpp)\ntarget_include_directories(consumer PRIVATE ${TORCH_INCLUDE_DIRS})\n"
+        "target_link_libraries(consumer PRIVATE ${TORCH_LIBRARIES})\n")
+    (project / "main.cpp").write_text('#include <c10/Core.h>\nint main() { return 0; }\n')
+    prefix = realbuild["prefix"]
+    for torch_dir in (prefix / "share/cmake/Torch", prefix / "lib/python3.11/site-packages/torch/share/cmake/Torch"):
+        build = tmp_path / f"build-{torch_dir.parts[-4]}"
+        conf = subprocess.run(["cmake", "-S", project, "-B", build, "-G", "Ninja", f"-DTorch_DIR={torch_dir}"],
+                              capture_output=True, text=True, timeout=300)
+        assert conf.returncode == 0, conf.stdout + conf.stderr
+        done = subprocess.run(["cmake", "--build", build], capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stdout + done.stderr
+        run = subprocess.run([build / "consumer"], capture_output=True, text=True)
+        assert run.returncode == 0, run.stderr
+
+
+def test_no_file_in_two_packages(realbuild):
+    assert files_in_two_packages(realbuild["prefix"]) == {}
+
+
+def test_no_build_or_host_prefix_leaks(realbuild):
+    bld = realbuild["build"].output_dir / "bld"
+    needles = [str(bld), str(realbuild["work"] / "source"), "host_env_placehold"]
+    assert leaked_paths(realbuild["prefix"], needles, OUR_PACKAGES) == []
+
+
+def test_every_symlink_resolves_inside_the_prefix(realbuild):
+    prefix = realbuild["prefix"]
+    links = [p for p in (prefix / "lib/python3.11/site-packages/torch/lib").iterdir() if p.is_symlink()]
+    assert links, "pytorch should link libtorch's libraries into $PREFIX/lib"
+    assert escaping_symlinks(prefix, OUR_PACKAGES) == []
+
+
+def test_missing_toolchain_package_is_named(realbuild, tmp_path):
+    channel = tmp_path / "channel"
+    shutil.copytree(realbuild["toolchain"].channel, channel,
+                    ignore=shutil.ignore_patterns("bld", "build_cache", "src_cache", ".tmp", "ninja-*"))
+    with pytest.raises(ChannelIncomplete) as err:
+        check_channel(realbuild["recipe"], realbuild["variant"], channel)
+    assert "has no package 'ninja'" in str(err.value)
+    assert "\n" not in str(err.value)

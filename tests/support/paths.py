@@ -1,0 +1,10 @@
+"""Where the repository and the real data the tests use live."""
+from __future__ import annotations
+
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+RECIPE_DIR = REPO_ROOT / "recipe"
+# real data the tests need, kept in the project so a fresh clone runs every test
+FIXTURES_DIR = REPO_ROOT / "tests" / "fixtures"
+TORCH_WHEEL_VERSION = "2.13.0"
