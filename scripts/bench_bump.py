@@ -27,9 +27,9 @@ from feedstock.layout import load_feedstock  # noqa: E402
 from feedstock.maintain.patch_series import check_series, patch_paths, wanted_by_patches  # noqa: E402
 from feedstock.maintain.source_tree import load_source  # noqa: E402
 from tests.support.megabuild_harness import HarnessUnavailable, download_torch_wheel  # noqa: E402
+from tests.support.feedstock_copy import copy_feedstock  # noqa: E402
 from tests.support.pytorch_source import source_files  # noqa: E402  (the test's source files: patches apply to them)
 
-FEEDSTOCK_INPUTS = ("recipe", "pinning.yaml", "conda-forge.yml", ".ci_support", "README.md")
 VERSION = "9.9.9"
 
 
@@ -61,17 +61,6 @@ def pack_release(wheel: Path, dest: Path) -> tuple[int, int]:
             out.addfile(member, io.BytesIO(data))
             count += 1
     return count, dest.stat().st_size
-
-
-def copy_feedstock(dest: Path) -> Path:
-    dest.mkdir()
-    for name in FEEDSTOCK_INPUTS:
-        src = ROOT / name
-        if src.is_dir():
-            shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
-        elif src.is_file():
-            shutil.copy2(src, dest / name)
-    return dest
 
 
 def main() -> int:

@@ -6,7 +6,6 @@ live in tests/support/ (import them from there, never from this file).
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 from pathlib import Path
 
@@ -18,7 +17,7 @@ for _path in (_REPO_ROOT, _REPO_ROOT / "recipe"):
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
 
-from tests.support.feedstock_cli import FEEDSTOCK_INPUTS  # noqa: E402
+from tests.support.feedstock_copy import copy_feedstock  # noqa: E402
 from tests.support.paths import FIXTURES_DIR, REPO_ROOT, TORCH_WHEEL_VERSION  # noqa: E402
 from tests.support.pythons import find_cpythons  # noqa: E402
 
@@ -65,15 +64,7 @@ def torch_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def feedstock_copy(tmp_path: Path) -> Path:
     """A copy of the real recipe, pinning, conda-forge.yml and .ci_support/ to break on purpose."""
-    dest = tmp_path / "feedstock"
-    dest.mkdir()
-    for name in FEEDSTOCK_INPUTS:
-        src = REPO_ROOT / name
-        if src.is_dir():
-            shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
-        elif src.is_file():
-            shutil.copy2(src, dest / name)
-    return dest
+    return copy_feedstock(tmp_path / "feedstock")
 
 
 # --- real conda packages (tests/realbuild): one local toolchain channel per session -------------

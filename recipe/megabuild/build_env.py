@@ -49,6 +49,7 @@ from typing import Mapping
 from . import compile_cache
 from .errors import MegabuildError
 from .rocm import ROCM_ARCH_LISTS, rocm_arch_list, rocm_environment  # noqa: F401
+from .versions import known_major_minor, major_minor
 
 # CUDA major.minor -> TORCH_CUDA_ARCH_LIST. CUDA 13 dropped everything before Turing (7.5).
 # One entry per major.minor family that needs its own code: a cubin runs on every GPU of the
@@ -100,17 +101,9 @@ def gpu_backend(variant: Mapping[str, str]) -> str:
     return "cpu"
 
 
-def _major_minor(version: str) -> str:
-    return ".".join(version.strip().split(".")[:2])
-
-
 def cuda_arch_list(version: str) -> str:
-    key = _major_minor(version)
-    if key not in CUDA_ARCH_LISTS:
-        raise MegabuildError(f"unknown CUDA version {version!r}: no TORCH_CUDA_ARCH_LIST for it; "
-                             f"known: {', '.join(sorted(CUDA_ARCH_LISTS))} (add it to "
-                             "CUDA_ARCH_LISTS in megabuild/build_env.py or set "
-                             "FEEDSTOCK_CUDA_ARCH_LIST)")
+    key = known_major_minor(version, CUDA_ARCH_LISTS, "CUDA", "no TORCH_CUDA_ARCH_LIST for it",
+                            "add it to CUDA_ARCH_LISTS in megabuild/build_env.py or set FEEDSTOCK_CUDA_ARCH_LIST")
     return CUDA_ARCH_LISTS[key]
 
 
@@ -198,7 +191,7 @@ def build_environment(variant: Mapping[str, str], base: Mapping[str, str], *,
         override = base.get("FEEDSTOCK_CUDA_ARCH_LIST", "")
         cuda_version = variant.get("cuda_compiler_version", "")
         env["TORCH_CUDA_ARCH_LIST"] = override or cuda_arch_list(cuda_version)
-        env["TORCH_NVCC_FLAGS"] = NVCC_FLAGS.get(_major_minor(cuda_version), NVCC_FLAGS["12.9"])
+        env["TORCH_NVCC_FLAGS"] = NVCC_FLAGS.get(major_minor(cuda_version), NVCC_FLAGS["12.9"])
         env["USE_NCCL"] = "1"
         env["USE_STATIC_NCCL"] = "0"
         env["USE_STATIC_CUDNN"] = "0"

@@ -20,6 +20,7 @@ import pytest
 from megabuild import rocm
 from megabuild.build_env import ROCM_ARCH_LISTS, build_environment, gpu_backend
 from megabuild.errors import MegabuildError
+from megabuild.versions import major_minor
 
 ROCM = {"rocm_version": "7.2", "cuda_compiler_version": "None", "blas_impl": "generic",
         "target_platform": "linux-64", "CPU_COUNT": "2", "PKG_VERSION": "2.13.0"}
@@ -104,7 +105,7 @@ def test_fbgemm_genai_only_for_mi300_class_targets(rocm_tree: Path) -> None:
 def test_every_rocm_version_of_the_recipe_has_switches(repo_root: Path) -> None:
     yaml = pytest.importorskip("yaml")
     config = yaml.safe_load((repo_root / "recipe" / "conda_build_config.yaml").read_text())
-    versions = {rocm.major_minor(str(v)) for v in config.get("rocm_version", [])} - {"None"}
+    versions = {major_minor(str(v)) for v in config.get("rocm_version", [])} - {"None"}
     assert versions and versions <= set(rocm.ROCM_SWITCHES) <= set(ROCM_ARCH_LISTS)
 
 
