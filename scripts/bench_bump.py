@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import io
-import shutil
 import sys
 import tarfile
 import tempfile
