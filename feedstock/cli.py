@@ -44,8 +44,11 @@ PARITY_HELP = """\
 Render recipe/meta.yaml (our renderer) and recipe/recipe.yaml (rattler-build's renderer, from
 py-rattler-build) for every .ci_support job and compare each output: name, version, build
 number, build string without its hash, requirements per section, run_exports, run_constraints,
-de-prioritisation and tests. One line per difference, exit 1 if any; the last line is
-`parity: N configs, M outputs equal`. Also run by lint."""
+de-prioritisation and tests. Then, on every platform conda knows (with or without a job), which
+outputs each recipe builds and which it skips, variant by variant. One line per difference
+(`parity: pytorch on osx-arm64: meta.yaml skips it, recipe.yaml builds it`), exit 1 if any;
+the last line is `parity: N configs, M outputs: E equal, D differ; skips on P platforms: S
+differ`. Also run by lint."""
 
 
 def _parser() -> argparse.ArgumentParser:
