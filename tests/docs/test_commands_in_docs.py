@@ -135,9 +135,8 @@ def _digest(root: Path) -> dict[str, str]:
     digests = {}
     for name in (*FEEDSTOCK_INPUTS, "README.md", "docs"):
         path = root / name
-        files = sorted(p for p in path.rglob("*") if p.is_file() and "__pycache__" not in p.parts) \
-            if path.is_dir() else [path] if path.is_file() else []
-        for file in files:
+        files = [path] if path.is_file() else sorted(path.rglob("*")) if path.is_dir() else []
+        for file in (f for f in files if f.is_file() and "__pycache__" not in f.parts):
             digests[file.relative_to(root).as_posix()] = hashlib.sha256(file.read_bytes()).hexdigest()
     return digests
 
@@ -172,9 +171,10 @@ def test_every_feedstock_and_build_locally_line_is_recognised():
         rel = page.relative_to(REPO_ROOT).as_posix()
         for number, line in bash_lines(page.read_text()):
             words = shlex.split(line, comments=True)
-            names_tool = "feedstock" in words and "-m" in words or \
-                any(Path(w).name == "build-locally.py" for w in words) and READ_ONLY_FLAGS & set(words)
-            if names_tool:
+            feedstock = "-m" in words and "feedstock" in words
+            build_locally = (any(Path(w).name == "build-locally.py" for w in words)
+                             and bool(READ_ONLY_FLAGS & set(words)))
+            if feedstock or build_locally:
                 assert classify(rel, number, line) is not None, f"{rel}:{number}: {line}"
 
 
