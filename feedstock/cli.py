@@ -20,8 +20,10 @@ Run from the feedstock root (or pass --feedstock-root) with the test environment
 RERENDER_HELP = """\
 Regenerate .ci_support/ from recipe/meta.yaml, recipe/conda_build_config.yaml and the pinning
 file, as conda-smithy rerender does: one file per CI job, named after the keys that differ.
-Also writes the GitHub Actions workflow .github/workflows/build.yml from conda-forge.yml
-(one build per job; runner labels, timeout, GPU test runners under github_actions:).
+Also writes the GitHub Actions workflow .github/workflows/build.yml (one build per job):
+runner labels per platform and GPU test runners from ci-runners.yml, the timeout and
+self_hosted from conda-forge.yml's github_actions:. Unknown keys in ci-runners.yml or under
+github_actions:, and unknown provider: platforms or CI services, are errors.
 Nothing is written unless every job could be computed; stale job files are removed last.
 With --check, write nothing: exit 1 and name every stale, missing or extra file."""
 
@@ -36,8 +38,9 @@ LINT_HELP = """\
 Check the recipe: every selector parses and names known things, every patch listed in
 meta.yaml exists and every file under recipe/patches is listed, zip_keys groups have equal
 lengths on every platform, every output has a test and no test command negated with '!'
-(conda-build's set -e ignores it), .ci_support/ is current, and build strings are unique
-across the matrix. Prints one line per finding; exit 1 if any."""
+(conda-build's set -e ignores it), .ci_support/ and the workflow are current, build strings
+are unique across the matrix, and the build driver accepts every config's variant.
+Prints one line per finding; exit 1 if any."""
 
 
 PARITY_HELP = """\
