@@ -39,7 +39,7 @@ def test_committed_recipes_are_equal():
     proc = run_feedstock_cli("parity")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.strip().splitlines()
-    jobs = len(list((Path(__file__).resolve().parents[3] / ".ci_support").glob("*.yaml")))
+    jobs = len(list((REPO_ROOT / ".ci_support").glob("*.yaml")))
     match = re.fullmatch(rf"parity: {jobs} configs, (\d+) outputs: (\d+) equal, 0 differ; "
                          rf"skips on {len(KNOWN_SUBDIRS)} platforms: 0 differ", lines[-1])
     assert match, lines[-1]

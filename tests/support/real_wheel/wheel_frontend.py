@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.real_wheel.build_cache import Interpreter, fixture_for, read_cache, write_build_cache
+from tests.support.paths import REPO_ROOT
 
 # The Python entries a retargeted cache must carry for the interpreter setup.py will build for.
 RETARGETED_KEYS = ("Python_EXECUTABLE", "_Python_EXECUTABLE", "PYBIND11_PYTHON_EXECUTABLE_LAST",
@@ -211,7 +212,7 @@ def write_frontend_override(dest: Path, wheel: Path, cache_fixtures: Path, patch
     """A file for the driver's $MEGABUILD_FRONTEND: its frontend() is a WheelFrontend of these
     arguments, so a real recipe build (rattler-build, build.sh, the driver's steps) packages the
     real wheel instead of compiling PyTorch."""
-    repo_root = Path(__file__).resolve().parents[2]
+    repo_root = REPO_ROOT
     dest.parent.mkdir(parents=True, exist_ok=True)
     dest.write_text(
         '"""Written by tests/support/real_wheel/wheel_frontend.py for MEGABUILD_FRONTEND."""\n'
