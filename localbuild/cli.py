@@ -190,9 +190,9 @@ def _main(root: Path, args: argparse.Namespace, command_line: str) -> int:
     if args.test_only and (args.debug or args.upload):
         raise LocalBuildError("--test-only tests packages already built; it does not combine "
                               "with --debug or --upload", EXIT_USAGE)
-    if args.tool == "rattler-build" and (args.debug or args.test_only or args.upload):
-        raise LocalBuildError("--tool rattler-build builds only; --debug, --test-only and "
-                              "--upload use conda-build (drop --tool)", EXIT_USAGE)
+    if args.tool == "rattler-build" and (args.debug or args.upload):
+        raise LocalBuildError("--tool rattler-build builds and tests only; --debug and --upload "
+                              "use conda-build (drop --tool)", EXIT_USAGE)
     if args.skip_tests and args.test_only:
         raise LocalBuildError("--skip-tests and --test-only contradict each other; give one",
                               EXIT_USAGE)
