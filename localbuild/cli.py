@@ -40,7 +40,8 @@ examples:
 
 environment:
   CPU_COUNT                     cores the build may use (default: all usable cores)
-  DOCKER_EXECUTABLE             container engine (docker, podman); --engine wins
+  DOCKER_EXECUTABLE             container engine (docker, podman); --engine wins; neither:
+                                docker, or podman if only podman is on PATH
   CONDA_FORGE_DOCKER_RUN_ARGS   extra arguments for `docker run`
   BINSTAR_TOKEN / ANACONDA_API_TOKEN  passed into the build only with --upload
   FEEDSTOCK_COMPILE_CACHE_PASSWORD    the compile cache's password, passed by name only
@@ -86,7 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     backend = parser.add_argument_group("where to build")
     backend.add_argument("--engine", metavar="EXE",
-                         help="container engine: docker (default), podman or a path "
+                         help="container engine: docker (default; podman when it is on PATH and docker is "
+                              "not), podman or a path "
                               "(default from DOCKER_EXECUTABLE)")
     backend.add_argument("--native", action="store_true",
                          help="build on this host with its conda-build (or rattler-build if the "

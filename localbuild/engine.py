@@ -38,8 +38,13 @@ def client_environment() -> dict[str, str]:
 
 
 def resolve_engine(cli_value: str | None, environ: dict[str, str]) -> Engine:
-    """--engine wins over DOCKER_EXECUTABLE, which wins over plain `docker`."""
-    value = cli_value or environ.get("DOCKER_EXECUTABLE") or "docker"
+    """--engine wins over DOCKER_EXECUTABLE, which wins over `docker`; a machine with podman
+    and no docker (Fedora, RHEL and many HPC sites) gets podman without being told."""
+    value = cli_value or environ.get("DOCKER_EXECUTABLE")
+    if not value:
+        path = environ.get("PATH")
+        found_podman = shutil.which("podman", path=path) and not shutil.which("docker", path=path)
+        value = "podman" if found_podman else "docker"
     return Engine(value)
 
 
