@@ -23,14 +23,11 @@ import pytest
 import yaml
 
 from localbuild.engine import LABEL
-from tests.support.podman import (Podman, build_stand_in_image, podman_feedstock, podman_unavailable,
-                                  private_podman)
+from tests.support.podman import (CPU, FAILING, FAILING_TOO, INTERRUPTED, NO_IMAGE, PYTHON, Podman,
+                                  build_stand_in_image, config_texts, podman_feedstock,
+                                  podman_unavailable, private_podman)
 
-CPU = "linux_64_blas_implgenericc_stdlib_version2.17cuda_compiler_versionNonegpu_backendcpurocm_versionNone"
-PYTHON = "3.12"          # one Python: also the recipe's split_python, so the image needs one install
 ON_BEHALF_OF = 4321      # SUDO_UID: the user a root run builds for
-FAILING, FAILING_TOO, INTERRUPTED, NO_IMAGE = ("linux_64_failing", "linux_64_failing_too",
-                                               "linux_64_interrupted", "linux_64_no_image")
 
 
 @dataclass
@@ -56,24 +53,6 @@ class Rig:
     @property
     def artifacts(self) -> Path:
         return self.root / "build_artifacts"
-
-
-def config_texts(versions: dict[str, str], work: Path) -> dict[str, str]:
-    """The cpu job with this machine's values and one Python, its channel_sources as
-    conda-forge wrote them; copies that fail early, run long, or name an image nobody has."""
-    from tests.realbuild.session import machine_variant
-
-    path = machine_variant(CPU, (PYTHON,), versions, work / "variant.yaml")
-    data = yaml.safe_load(path.read_text())
-    data["channel_sources"] = ["conda-forge"]
-    data.pop("is_python_min", None)  # zipped with python: one Python, one value
-    data["zip_keys"] = [keys for keys in data.get("zip_keys", []) if "is_python_min" not in keys]
-    text = yaml.safe_dump(data, sort_keys=True)
-    failing = text.replace(f"{PYTHON}.* *_cpython", "3.99.* *_cpython")  # nothing to solve
-    assert failing != text
-    no_image = text.replace(data["docker_image"][0], "localhost/feedstock-not-here:1")
-    return {CPU: text, FAILING: failing, FAILING_TOO: failing, INTERRUPTED: text,
-            NO_IMAGE: no_image}
 
 
 @pytest.fixture(scope="module")

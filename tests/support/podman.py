@@ -17,6 +17,10 @@ from pathlib import Path
 from tests.support.paths import REPO_ROOT
 
 TOOLS = ("podman", "runc", "mmdebstrap")
+CPU = "linux_64_blas_implgenericc_stdlib_version2.17cuda_compiler_versionNonegpu_backendcpurocm_versionNone"
+PYTHON = "3.12"  # one Python: also the recipe's split_python, so the image needs one install
+FAILING, FAILING_TOO, INTERRUPTED, NO_IMAGE = ("linux_64_failing", "linux_64_failing_too",
+                                               "linux_64_interrupted", "linux_64_no_image")
 # what the feedstock tree for a real build-locally run holds (the rest of the repository is
 # not read by build-locally or build_steps.sh)
 TREE = ("build-locally.py", "localbuild", "scripts", "requirements-dev.txt")
@@ -92,3 +96,24 @@ def podman_feedstock(root: Path, recipe_source: Path, configs: dict[str, str]) -
     for name, text in configs.items():
         (root / ".ci_support" / f"{name}.yaml").write_text(text)
     return root
+
+
+def config_texts(versions: dict[str, str], work: Path) -> dict[str, str]:
+    """The cpu job with this machine's values and one Python, its channel_sources as
+    conda-forge wrote them; copies that fail early, run long, or name an image nobody has."""
+    import yaml
+
+    from tests.realbuild.session import machine_variant
+
+    path = machine_variant(CPU, (PYTHON,), versions, work / "variant.yaml")
+    data = yaml.safe_load(path.read_text())
+    data["channel_sources"] = ["conda-forge"]
+    data.pop("is_python_min", None)  # zipped with python: one Python, one value
+    data["zip_keys"] = [keys for keys in data.get("zip_keys", []) if "is_python_min" not in keys]
+    text = yaml.safe_dump(data, sort_keys=True)
+    failing = text.replace(f"{PYTHON}.* *_cpython", "3.99.* *_cpython")  # nothing to solve
+    if failing == text:
+        raise ValueError(f"the {CPU} variant names no Python {PYTHON}")
+    no_image = text.replace(data["docker_image"][0], "localhost/feedstock-not-here:1")
+    return {CPU: text, FAILING: failing, FAILING_TOO: failing, INTERRUPTED: text,
+            NO_IMAGE: no_image}
