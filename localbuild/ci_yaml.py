@@ -7,6 +7,7 @@ Anything else (anchors, tags, block scalars, multi-document files) is an error n
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -301,4 +302,22 @@ def without_items(doc: CiYaml, drop: dict[str, set[int]]) -> str:
             first, last = spans[index]
             dropped_lines.update(range(first, last + 1))
     kept = [line for number, line in enumerate(doc.lines, 1) if number not in dropped_lines]
+    return "\n".join(kept) + "\n"
+
+
+def with_items(doc: CiYaml, key: str, values: list[str]) -> str:
+    """The file's text with the items of top-level sequence ``key`` replaced by ``values``
+    (written where the first item was; every other line kept as it was)."""
+    spans = doc.item_lines.get(key)
+    if not spans:
+        raise KeyError(key)
+    first = spans[0][0]
+    dropped = {number for start, end in spans for number in range(start, end + 1)}
+    new = [f"- {json.dumps(value)}" for value in values]  # a JSON string is a YAML scalar
+    kept: list[str] = []
+    for number, line in enumerate(doc.lines, 1):
+        if number == first:
+            kept += new
+        if number not in dropped:
+            kept.append(line)
     return "\n".join(kept) + "\n"

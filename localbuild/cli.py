@@ -11,10 +11,12 @@ from pathlib import Path
 
 from . import engine as engines
 from . import rattler
+from .channels import parse_channels
 from .configs import CiConfig, config_names, load_config
 from .console import Console
 from .errors import EXIT_USAGE, LocalBuildError
 from .overrides import parse_overrides
+from .ownership import hand_back, host_user_id
 from .plan import MARKER_PREFIX, Options, default_cpu_count, make_plan
 from .selection import apply_filters, compile_filters, menu, select
 from .tokens import UPLOAD_CREDENTIALS
@@ -38,7 +40,8 @@ examples:
 
 environment:
   CPU_COUNT                     cores the build may use (default: all usable cores)
-  DOCKER_EXECUTABLE             container engine (docker, podman); --engine wins
+  DOCKER_EXECUTABLE             container engine (docker, podman); --engine wins; neither:
+                                docker, or podman if only podman is on PATH
   CONDA_FORGE_DOCKER_RUN_ARGS   extra arguments for `docker run`
   BINSTAR_TOKEN / ANACONDA_API_TOKEN  passed into the build only with --upload
   FEEDSTOCK_COMPILE_CACHE_PASSWORD    the compile cache's password, passed by name only
@@ -84,7 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     backend = parser.add_argument_group("where to build")
     backend.add_argument("--engine", metavar="EXE",
-                         help="container engine: docker (default), podman or a path "
+                         help="container engine: docker (default; podman when it is on PATH and docker is "
+                              "not), podman or a path "
                               "(default from DOCKER_EXECUTABLE)")
     backend.add_argument("--native", action="store_true",
                          help="build on this host with its conda-build (or rattler-build if the "
@@ -94,6 +98,14 @@ def build_parser() -> argparse.ArgumentParser:
                               "installed) or rattler-build (recipe/recipe.yaml; --native runs the "
                               "rattler-build on PATH or py-rattler-build in $RATTLER_BUILD_PYTHON "
                               "or .venv)")
+    backend.add_argument("--channel", action="append", metavar="NAME|URL|DIR",
+                         help="build against this channel instead of the config's "
+                              "channel_sources (repeat for several, in order; a local folder "
+                              "is mounted into the container at the same path), e.g. a site "
+                              "mirror or a local channel")
+    backend.add_argument("--skip-tests", action="store_true",
+                         help="build without running the packages' tests (conda-build "
+                              "--no-test, rattler-build --test skip); a quick check build")
     backend.add_argument("--emulate", action="store_true",
                          help="also build Linux configs whose image is for another CPU "
                               "architecture (needs qemu binfmt / Rosetta; very slow)")
@@ -180,9 +192,12 @@ def _main(root: Path, args: argparse.Namespace, command_line: str) -> int:
     if args.test_only and (args.debug or args.upload):
         raise LocalBuildError("--test-only tests packages already built; it does not combine "
                               "with --debug or --upload", EXIT_USAGE)
-    if args.tool == "rattler-build" and (args.debug or args.test_only or args.upload):
-        raise LocalBuildError("--tool rattler-build builds only; --debug, --test-only and "
-                              "--upload use conda-build (drop --tool)", EXIT_USAGE)
+    if args.tool == "rattler-build" and (args.debug or args.upload):
+        raise LocalBuildError("--tool rattler-build builds and tests only; --debug and --upload "
+                              "use conda-build (drop --tool)", EXIT_USAGE)
+    if args.skip_tests and args.test_only:
+        raise LocalBuildError("--skip-tests and --test-only contradict each other; give one",
+                              EXIT_USAGE)
     if args.output_id and not args.debug:
         raise LocalBuildError("--output-id works with --debug only", EXIT_USAGE)
     interactive = sys.stdin.isatty()
@@ -207,6 +222,7 @@ def _main(root: Path, args: argparse.Namespace, command_line: str) -> int:
         upload=args.upload, gpu_tests=args.gpu_tests, test_only=args.test_only, cpu_count=default_cpu_count(environ),
         ci=environ.get("CI", ""), extra_run_args=tuple(engines.extra_run_arguments(environ)),
         stdin_is_tty=interactive, emulate=args.emulate, tool=args.tool,
+        channels=parse_channels(args.channel), skip_tests=args.skip_tests,
         stamp=f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")  # unique container names
     if args.upload and not any(environ.get(k) for k in UPLOAD_CREDENTIALS):
         raise LocalBuildError("--upload needs BINSTAR_TOKEN or ANACONDA_API_TOKEN in the "
@@ -230,13 +246,16 @@ def _main(root: Path, args: argparse.Namespace, command_line: str) -> int:
                       options.tool, environ)
     signal.signal(signal.SIGTERM, _raise_interrupt)  # schedulers stop jobs with SIGTERM
     console = Console()
-    with artifacts_lock(options.artifacts, command_line, not args.no_wait, console.say):
-        # a run we waited for may have built some of these configs and used the disk
-        runnable = [plan for plan in plans if will_run(plan, args.force)]
-        preflight.check_disk(options.artifacts, runnable, args.min_free_gb)
-        batch = BatchOptions(force=args.force, keep_going=args.keep_going, prune=args.prune,
-                             zip_logs=args.zip_logs)
-        return run_batch(plans, options, batch, console, environ)
+    try:
+        with artifacts_lock(options.artifacts, command_line, not args.no_wait, console.say):
+            # a run we waited for may have built some of these configs and used the disk
+            runnable = [plan for plan in plans if will_run(plan, args.force)]
+            preflight.check_disk(options.artifacts, runnable, args.min_free_gb)
+            batch = BatchOptions(force=args.force, keep_going=args.keep_going, prune=args.prune,
+                                 zip_logs=args.zip_logs)
+            return run_batch(plans, options, batch, console, environ)
+    finally:
+        hand_back(options.artifacts, host_user_id(environ))
 
 
 def _raise_interrupt(signum: int, frame: object) -> None:

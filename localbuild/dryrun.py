@@ -102,8 +102,13 @@ def print_plans(plans: list[BuildPlan], options: Options, force: bool, min_free_
             write(f"  {key}={value}")
         for key in plan.passed_by_name:
             write(f"  {key}=<from your environment, --upload>")
+        write(f"channels:     {plan.env.get('CHANNEL_SOURCES', '')}"
+              + (" (--channel, instead of the config's channel_sources)" if options.channels else ""))
         if plan.derived_config:
-            write(f"config:       {plan.derived_config} (would be written: Pythons subset of "
+            what = " and ".join(part for part, given in (
+                ("Pythons subset", options.overrides.pythons), ("--channel", options.channels))
+                if given)
+            write(f"config:       {plan.derived_config} (would be written: {what} of "
                   f".ci_support/{plan.name}.yaml)")
         if plan.dev_tag:
             write(f"dev build:    FEEDSTOCK_DEV_TAG={plan.dev_tag} (build strings carry dev{plan.dev_tag}_)")

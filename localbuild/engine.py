@@ -38,8 +38,13 @@ def client_environment() -> dict[str, str]:
 
 
 def resolve_engine(cli_value: str | None, environ: dict[str, str]) -> Engine:
-    """--engine wins over DOCKER_EXECUTABLE, which wins over plain `docker`."""
-    value = cli_value or environ.get("DOCKER_EXECUTABLE") or "docker"
+    """--engine wins over DOCKER_EXECUTABLE, which wins over `docker`; a machine with podman
+    and no docker (Fedora, RHEL and many HPC sites) gets podman without being told."""
+    value = cli_value or environ.get("DOCKER_EXECUTABLE")
+    if not value:
+        path = environ.get("PATH")
+        found_podman = shutil.which("podman", path=path) and not shutil.which("docker", path=path)
+        value = "podman" if found_podman else "docker"
     return Engine(value)
 
 
@@ -76,6 +81,31 @@ def require_running(engine: Engine, timeout: float = 30.0) -> None:
         EXIT_PREFLIGHT)
 
 
+def require_image(engine: Engine, image: str, config: str) -> None:
+    """The image is here, or a pull brings it (the pull's progress shows); else one line."""
+    if _quiet([engine.executable, "image", "inspect", image], timeout=120):
+        return
+    try:
+        proc = subprocess.run([engine.executable, "pull", image], stdin=subprocess.DEVNULL,
+                              env=client_environment(), stderr=subprocess.PIPE, text=True,
+                              errors="replace")
+        reason = _last_line(proc.stderr) if proc.returncode != 0 else None
+    except OSError as exc:
+        reason = str(exc)
+    if reason is None:
+        return
+    raise LocalBuildError(
+        f"image {image} is not on this machine and cannot be pulled ({reason}); pull it where a "
+        f"registry is reachable ({engine.executable} pull {image}, or {engine.executable} load "
+        f"a saved copy), or build a stand-in offline: python3 scripts/stand_in_image.py {config}",
+        EXIT_PREFLIGHT)
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    return lines[-1][:300] if lines else "no error message"
+
+
 def _first_line(text: str) -> str:
     for line in (text or "").splitlines():
         line = line.strip()
@@ -84,14 +114,14 @@ def _first_line(text: str) -> str:
     return "no error message"
 
 
-def mount_argument(host: Path, target: str) -> str:
-    """A read-write bind mount with the shared SELinux label (``z``): works with SELinux
-    enforcing and is ignored where SELinux is off."""
+def mount_argument(host: Path, target: str, read_only: bool = False) -> str:
+    """A bind mount (read-write unless asked) with the shared SELinux label (``z``): works
+    with SELinux enforcing and is ignored where SELinux is off."""
     text = str(host)
     if ":" in text or "," in text:
         raise LocalBuildError(f"cannot mount {text}: the path contains ':' or ','; move the "
                               "feedstock (or --compile-cache folder) to a plain path", EXIT_USAGE)
-    return f"{text}:{target}:rw,z"
+    return f"{text}:{target}:{'ro' if read_only else 'rw'},z"
 
 
 # AMD GPUs: the compute interface and the render nodes; their groups on most distributions
@@ -164,6 +194,3 @@ def _quiet(command: list[str], timeout: float) -> bool:
     except (OSError, subprocess.TimeoutExpired):
         return False
 
-
-def host_user_id() -> str:
-    return str(os.getuid()) if hasattr(os, "getuid") else "1000"

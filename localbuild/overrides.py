@@ -10,6 +10,7 @@ package is built and keep release builds.
 """
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -156,8 +157,23 @@ def _short_tag(tag: str) -> str:
     return "h" + hashlib.sha1(tag.encode()).hexdigest()[:9]
 
 
-def derived_config_text(config: CiConfig, keep_python_indices: list[int]) -> str:
-    """The config's text with only the kept Pythons (and the values zipped with them)."""
+def derived_config_text(config: CiConfig, keep_python_indices: list[int] | None,
+                        channels: list[str] | None = None) -> str:
+    """The config's text with only the kept Pythons (and the values zipped with them; None:
+    all of them) and, given channels, those as its channel_sources."""
+    text = "\n".join(config.doc.lines) + "\n"
+    if keep_python_indices is not None:
+        text = _python_subset(config, keep_python_indices)
+    if channels:
+        doc = ci_yaml.parse(text, str(config.path))
+        if "channel_sources" in doc.item_lines:
+            text = ci_yaml.with_items(doc, "channel_sources", [",".join(channels)])
+        else:
+            text += "channel_sources:\n- " + json.dumps(",".join(channels)) + "\n"
+    return text
+
+
+def _python_subset(config: CiConfig, keep_python_indices: list[int]) -> str:
     group = config.zip_group("python")
     total = len(config.pythons)
     drop = set(range(total)) - set(keep_python_indices)

@@ -10,8 +10,10 @@ from pathlib import Path
 
 from . import engine as engines
 from . import rattler
+from .channels import local_folders
 from .configs import CiConfig, host_platform
 from .errors import EXIT_USAGE, LocalBuildError
+from .ownership import host_user_id
 from .overrides import DevOverrides, apply_to_config, derived_config_text
 from .tokens import CACHE_CREDENTIALS, UPLOAD_TOKENS, without_secrets
 
@@ -46,6 +48,8 @@ class Options:
     stamp: str = "0"
     host: str = field(default_factory=host_platform)
     tool: str | None = None            # --tool; None: conda-build (native: whichever is installed)
+    channels: tuple[str, ...] = ()     # --channel: instead of the config's channel_sources
+    skip_tests: bool = False           # --skip-tests: build without the packages' tests
 
     @property
     def artifacts(self) -> Path:
@@ -93,9 +97,11 @@ def make_plan(config: CiConfig, options: Options, environ: dict[str, str]) -> Bu
     plan.backend = backend
     plan.interactive = options.debug
     plan.test_only = options.test_only
-    if applied.keep_python_indices is not None:
+    channels = list(options.channels or config.channel_sources)
+    if applied.keep_python_indices is not None or options.channels:
         plan.derived_config = artifacts / "localbuild" / f"{config.name}{suffix}.yaml"
-        plan.derived_text = derived_config_text(config, applied.keep_python_indices)
+        plan.derived_text = derived_config_text(config, applied.keep_python_indices,
+                                                list(options.channels))
 
     if backend == "docker":
         inside_root = engines.CONTAINER_FEEDSTOCK
@@ -107,16 +113,18 @@ def make_plan(config: CiConfig, options: Options, environ: dict[str, str]) -> Bu
         "CONFIG": config.name,
         "CONFIG_FILE": config_file,
         "DONE_MARKER": plan.marker.name,
-        "HOST_USER_ID": engines.host_user_id(),
+        "HOST_USER_ID": host_user_id(environ),
         "CPU_COUNT": options.cpu_count,
         "CI": options.ci,
         "FEEDSTOCK_NAME": root.name,
-        "CHANNEL_SOURCES": ",".join(config.channel_sources),
+        "CHANNEL_SOURCES": ",".join(channels),
         "UPLOAD_PACKAGES": "True" if options.upload else "False",
         "IS_PR_BUILD": "False" if options.upload else "True",
     }
     if options.test_only:
         env["TEST_ONLY"] = "1"
+    if options.skip_tests:
+        env["SKIP_TESTS"] = "1"
     if options.debug:
         env["BUILD_WITH_CONDA_DEBUG"] = "1"
         if options.output_id:
@@ -143,7 +151,8 @@ def make_plan(config: CiConfig, options: Options, environ: dict[str, str]) -> Bu
             if python:
                 env[rattler.PYTHON_VARIABLE] = python
             recipe_root, artifacts_inside = str(root / "recipe"), str(artifacts)
-        plan.tool_command = rattler.build_command(runner, recipe_root, config_file, artifacts_inside)
+        plan.tool_command = rattler.build_command(runner, recipe_root, config_file, artifacts_inside,
+                                                  options.skip_tests)
     if backend == "docker":
         if options.tool:
             env["BUILD_TOOL"] = tool
@@ -170,6 +179,8 @@ def _docker_command(plan: BuildPlan, config: CiConfig, options: Options, env: di
     if options.overrides.compile_cache_dir is not None:
         plan.mounts.append(engines.mount_argument(options.overrides.compile_cache_dir,
                                                   engines.CONTAINER_COMPILE_CACHE))
+    for folder in local_folders(options.channels):  # at the same path: one path on both sides
+        plan.mounts.append(engines.mount_argument(folder, str(folder), read_only=True))
     command = [eng.executable, "run", "--name", plan.container,
                "--label", f"{engines.LABEL}={config.name}"]
     if plan.interactive:

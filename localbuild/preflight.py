@@ -119,6 +119,9 @@ def run_all(plans: list[BuildPlan], engine: engines.Engine, feedstock_root: Path
     if any(plan.backend == "docker" for plan in plans):
         engines.require_client(engine)
         engines.require_running(engine)
+        images = {plan.image: plan.name for plan in plans if plan.image}
+        for image, config in images.items():
+            engines.require_image(engine, image, config)
     if any(plan.backend == "native" for plan in plans):
         if tool == "rattler-build":
             rattler.check_native(feedstock_root, dict(os.environ) if environ is None else environ)

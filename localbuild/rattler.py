@@ -37,14 +37,16 @@ def native_runner(feedstock_root: Path, environ: dict[str, str]) -> tuple[list[s
     return [python, str(feedstock_root / PY_DRIVER)], python
 
 
-def build_command(runner: list[str], recipe_root: str, config_file: str, artifacts: str) -> list[str]:
+def build_command(runner: list[str], recipe_root: str, config_file: str, artifacts: str,
+                  skip_tests: bool = False) -> list[str]:
     """What build_steps.sh runs for BUILD_TOOL=rattler-build (keep the two in step).
 
     No --channel: rattler-build takes the channels from the job file's channel_sources and
     refuses both ("channel_sources and channels cannot both be set"). The job file is already
     the merge of pinning.yaml and conda_build_config.yaml, hence --ignore-recipe-variants."""
     return [*runner, "build", "--recipe", f"{recipe_root}/recipe.yaml", "-m", config_file,
-            "--ignore-recipe-variants", "--output-dir", artifacts]
+            "--ignore-recipe-variants", "--output-dir", artifacts,
+            *(["--test", "skip"] if skip_tests else [])]
 
 
 def check_native(feedstock_root: Path, environ: dict[str, str]) -> None:

@@ -129,7 +129,17 @@ def run_plan(plan: BuildPlan, options: Options, console: Console, label: str,
     return outcome
 
 
+# `docker run` / `podman run` exit statuses of the engine itself, not of the build script
+ENGINE_START_FAILED = (125, 126)
+
+
 def _judge(plan: BuildPlan, returncode: int, seconds: float, produced: list[Path]) -> Outcome:
+    if plan.container is not None and returncode in ENGINE_START_FAILED:
+        exe = shlex.quote(plan.command[0])
+        return Outcome("failed", f"the engine could not start the container (exit {returncode}, "
+                       f"its message is above); check that `{exe} run --rm {plan.image} true` "
+                       "works here: storage driver, cgroup manager, OCI runtime, ulimits "
+                       "(docs/building-locally.md)", seconds, produced)
     if returncode != 0:
         return Outcome("failed", f"exit {returncode}", seconds, produced)
     if plan.interactive:
@@ -146,8 +156,9 @@ def _finish_container(plan: BuildPlan, options: Options, outcome: Outcome, conso
     if plan.container is None:
         return
     engine = options.engine
-    if outcome.status == "ok":
-        if not engines.remove_container(engine, plan.container):
+    never_ran = outcome.detail.startswith("the engine could not start")
+    if outcome.status == "ok" or never_ran:  # a container that never ran holds nothing to see
+        if not engines.remove_container(engine, plan.container) and not never_ran:
             console.say(f"[{label}] warning: could not remove container {plan.container}")
         return
     tag = f"{plan.container}-debug"

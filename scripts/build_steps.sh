@@ -22,6 +22,9 @@
 #   EXTRA_CB_OPTIONS  extra conda-build arguments (split on whitespace, no globbing)
 #   TEST_ONLY=1       test the config's packages already in build_artifacts/ (built by another
 #                     machine, e.g. CI's CPU build job; run on a GPU machine) instead of building
+#   SKIP_TESTS=1      build without the packages' tests (conda-build --no-test, rattler-build --test skip)
+#   HOST_USER_ID      in a container that runs as root: build_artifacts/ is handed back to this
+#                     user when the script ends, whether the build worked or not
 set -euo pipefail
 
 step() { echo "::build-locally-step:: $*"; }
@@ -48,6 +51,15 @@ if [[ "${upload}" == True && -z "${ANACONDA_API_TOKEN:-${BINSTAR_TOKEN:-}}" ]]; 
     exit 3
 fi
 mkdir -p "${ARTIFACTS}"
+hand_back() {
+    # images without conda-forge's entrypoint run as root: the user must own what we wrote
+    if [[ "$(id -u)" == 0 && -n "${HOST_USER_ID:-}" && "${HOST_USER_ID}" != 0 ]]; then
+        chown -R "${HOST_USER_ID}" "${ARTIFACTS}" || echo "build_steps.sh: could not chown ${ARTIFACTS} to ${HOST_USER_ID}" >&2
+    fi
+}
+if [[ "${NATIVE}" != 1 ]]; then
+    trap hand_back EXIT
+fi
 channel_args=()
 IFS=',' read -r -a channels <<< "${CHANNEL_SOURCES:-conda-forge}"
 for channel in ${channels[@]+"${channels[@]}"}; do
@@ -59,10 +71,17 @@ if [[ "${NATIVE}" != 1 ]]; then
     # the container's package cache lives on the host, so re-runs download nothing twice
     export CONDA_PKGS_DIRS="${ARTIFACTS}/pkg_cache"
     export CONDA_BLD_PATH="${ARTIFACTS}"
+    export RATTLER_CACHE_DIR="${ARTIFACTS}/pkg_cache/rattler"
+fi
+# an image that brings its own rattler-build (RATTLER_BUILD_PYTHON: py-rattler-build, as
+# scripts/stand_in_image.py makes) needs no conda: nothing to bootstrap or install
+tool_in_image=0
+if [[ "${NATIVE}" != 1 && "${BUILD_TOOL}" == rattler-build && ( -n "${RATTLER_BUILD_PYTHON:-}" || -n "$(command -v rattler-build)" ) ]]; then
+    tool_in_image=1
 fi
 croot="${CONDA_BLD_PATH:-${ARTIFACTS}}"
 
-if [[ "${NATIVE}" != 1 ]] && ! command -v conda >/dev/null 2>&1; then
+if [[ "${NATIVE}" != 1 && "${tool_in_image}" != 1 ]] && ! command -v conda >/dev/null 2>&1; then
     # Images without conda (the ROCm build image is AlmaLinux with /opt/rocm only): install
     # Miniforge once into build_artifacts/, so later builds of any config reuse it.
     if [[ -x "${ARTIFACTS}/miniforge/bin/conda" ]]; then
@@ -92,7 +111,7 @@ if [[ "${NATIVE}" != 1 ]] && ! command -v conda >/dev/null 2>&1; then
     export PATH="${ARTIFACTS}/miniforge/bin:${PATH}"
 fi
 
-if [[ "${NATIVE}" != 1 ]]; then
+if [[ "${NATIVE}" != 1 && "${tool_in_image}" != 1 ]]; then
     step "install ${BUILD_TOOL}"
     installer=conda
     if command -v mamba >/dev/null 2>&1; then
@@ -117,6 +136,13 @@ if [[ -f "${FEEDSTOCK_ROOT}/.ci_support/clobber_${CONFIG}.yaml" ]]; then
 fi
 # split on whitespace only: `--output-id pytorch-*` must not expand to file names
 read -r -a extra <<< "${EXTRA_CB_OPTIONS:-}"
+if [[ "${SKIP_TESTS:-0}" == 1 ]]; then
+    if [[ "${BUILD_TOOL}" == rattler-build ]]; then
+        extra+=(--test skip)
+    else
+        extra+=(--no-test)
+    fi
+fi
 
 if [[ "${BUILD_WITH_CONDA_DEBUG:-0}" == 1 ]]; then
     step "debug environment"
@@ -144,6 +170,18 @@ if [[ -n "${cuda_version}" && "${cuda_version}" != None && -z "${CONDA_OVERRIDE_
     echo "build_steps.sh: CONDA_OVERRIDE_CUDA=${CONDA_OVERRIDE_CUDA} (CUDA ${cuda_version} config)"
 fi
 
+if [[ "${TEST_ONLY:-0}" == 1 && "${BUILD_TOOL}" == rattler-build ]]; then
+    step "test packages"
+    if [[ -z "${RATTLER_BUILD_PYTHON:-}" ]]; then
+        echo "build_steps.sh: TEST_ONLY=1 with rattler-build needs py-rattler-build (RATTLER_BUILD_PYTHON) to find the config's packages; use --tool conda-build" >&2
+        exit 3
+    fi
+    "${RATTLER_BUILD_PYTHON}" "${FEEDSTOCK_ROOT}/scripts/rattler_build_py.py" index "${ARTIFACTS}"
+    "${RATTLER_BUILD_PYTHON}" "${FEEDSTOCK_ROOT}/scripts/rattler_build_py.py" test \
+        --recipe "${RECIPE_ROOT}/recipe.yaml" -m "${CONFIG_FILE}" --ignore-recipe-variants --output-dir "${ARTIFACTS}"
+    step "done (tests only: no done-marker)"
+    exit 0
+fi
 if [[ "${TEST_ONLY:-0}" == 1 ]]; then
     step "test packages"
     packages=()
@@ -207,7 +245,3 @@ fi
 
 step "done"
 touch "${ARTIFACTS}/${DONE_MARKER}"
-if [[ "${NATIVE}" != 1 && "$(id -u)" == 0 && -n "${HOST_USER_ID:-}" && "${HOST_USER_ID}" != 0 ]]; then
-    # images without conda-forge's entrypoint run as root: hand the artifacts back to the user
-    chown -R "${HOST_USER_ID}" "${ARTIFACTS}" || echo "build_steps.sh: could not chown ${ARTIFACTS} to ${HOST_USER_ID}" >&2
-fi

@@ -6,6 +6,10 @@ Takes the subset of rattler-build's command line that scripts/build_steps.sh pas
 
     rattler_build_py.py build --recipe R -m VARIANTS [--ignore-recipe-variants] --output-dir O [-c CH]...
     rattler_build_py.py index DIR
+    rattler_build_py.py test --recipe R -m VARIANTS [--ignore-recipe-variants] --output-dir O
+
+`test` runs the tests of the packages the recipe builds for VARIANTS that are already in O
+(build-locally.py --test-only), against O and the variant file's channel_sources.
 """
 from __future__ import annotations
 
@@ -29,6 +33,41 @@ def index_channel(channel: Path) -> None:
         raise RuntimeError(f"rattler index wrote no {channel / 'noarch' / 'repodata.json'}")
 
 
+def test_built_packages(recipe: Path, variant_files: list[str], output_dir: Path) -> int:
+    """Run every test of the job's packages found in output_dir; 0 if all pass, 1 if one
+    fails, 3 if none of the job's packages is there."""
+    from rattler_build import Package, Stage0Recipe, VariantConfig
+
+    config = VariantConfig.from_file(variant_files[0])
+    for extra in variant_files[1:]:
+        config = config.merge(VariantConfig.from_file(extra))
+    channels = [str(output_dir)] + [str(c) for c in (config.get("channel_sources") or [])
+                                    for c in str(c).split(",") if c]
+    wanted = {f"{v.recipe.package.name}-{v.recipe.package.version}-{v.recipe.build.string}.conda"
+              for v in Stage0Recipe.from_file(recipe).render(config)}
+    found = sorted(path for path in output_dir.glob("*/*.conda") if path.name in wanted)
+    if not found:
+        print(f"error: none of the {len(wanted)} packages of {Path(variant_files[0]).stem} is in "
+              f"{output_dir}; build them first or fetch the build's artifacts", file=sys.stderr)
+        return 3
+    failed = 0
+    for path in found:
+        package = Package.from_file(path)
+        for index in range(package.test_count):
+            try:
+                result = package.run_test(index, channel=channels)
+                ok, output = result.success, list(result.output)
+            except Exception as err:  # a failing test script raises, its output in the message
+                ok, output = False, str(err).splitlines()
+            print(f"test {'passed' if ok else 'FAILED'}: {path.name} test {index}")
+            if not ok:
+                failed += 1
+                print("\n".join(f"    {line}" for line in output[-25:]))
+    print(f"tests: {sum(Package.from_file(p).test_count for p in found) - failed} passed, "
+          f"{failed} failed, in {len(found)} package(s)")
+    return 1 if failed else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="rattler_build_py.py", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -39,6 +78,11 @@ def main(argv: list[str] | None = None) -> int:
     build.add_argument("--output-dir", type=Path, required=True)
     build.add_argument("--channel", "-c", action="append", default=[])
     build.add_argument("--test", choices=("skip", "native", "native-and-emulated"))
+    test = commands.add_parser("test", help="test the job's packages already built")
+    test.add_argument("--recipe", "-r", type=Path, required=True)
+    test.add_argument("--variant-config", "-m", action="append", default=[], required=True)
+    test.add_argument("--ignore-recipe-variants", action="store_true")
+    test.add_argument("--output-dir", type=Path, required=True)
     index = commands.add_parser("index", help="write repodata.json for a channel folder")
     index.add_argument("channel", type=Path)
     args = parser.parse_args(argv)
@@ -52,6 +96,8 @@ def main(argv: list[str] | None = None) -> int:
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(0)
+        if args.command == "test":
+            return test_built_packages(args.recipe, args.variant_config, args.output_dir)
         from rattler_build.cli_api import build_recipes
 
         import warnings

@@ -311,6 +311,23 @@ def test_engine_client_missing(fs):
     assert "'no-such-docker-client' not found on PATH" in line and "--dry-run" in line
 
 
+def test_podman_without_docker_is_found_by_itself(fs, tmp_path):
+    """The README's first command on a podman-only machine: no --engine needed."""
+    system_path = os.pathsep.join(("/usr/bin", "/bin"))  # sh for the fake engine's wrapper
+    if shutil.which("docker", path=system_path):
+        pytest.skip("a docker client is in /usr/bin here; the podman-only machine cannot be shown")
+    only = tmp_path / "only-podman"
+    only.mkdir()
+    shutil.copy2(fs.bin_dir / "podman", only / "podman")
+    env = fs.env()
+    env["PATH"] = f"{only}{os.pathsep}{system_path}"
+    dry = fs.run(CPU_MKL, "--dry-run", env=env)
+    assert dry.returncode == 0 and "command:      podman run " in dry.stdout, dry.stdout
+    proc = fs.run(CPU_MKL, "--min-free-gb", "0", env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert [call["exe"] for call in fs.runs()] == ["podman"]
+
+
 def test_engine_not_reachable(fs):
     proc = fs.run(CPU_MKL, env=fs.env(FAKE_DOCKER_INFO="down"))
     assert proc.returncode == 3
@@ -332,6 +349,7 @@ def test_real_docker_client_without_engine(fs):
     assert proc.returncode == 3
     line = one_error_line(proc)
     assert "engine not reachable" in line and "--dry-run" in line
+    assert "--engine podman" in line  # a machine with podman and a docker client only
 
 
 def test_too_little_disk(fs):

@@ -88,10 +88,10 @@ def test_container_run_passes_build_tool_to_the_build_script(fs):
 
 
 def test_rattler_build_does_not_combine_with_conda_build_only_modes(fs):
-    for flag in ("--debug", "--test-only"):
+    for flag in ("--debug", "--upload"):
         proc = fs.run(CPU_MKL, "--tool", "rattler-build", flag, "--dry-run")
         assert proc.returncode == 2, proc.stderr
-        assert "--tool rattler-build builds only" in one_error_line(proc)
+        assert "--tool rattler-build builds and tests only" in one_error_line(proc)
 
 
 def test_unknown_tool_is_a_usage_error(fs):
