@@ -105,6 +105,8 @@ def print_plans(plans: list[BuildPlan], options: Options, force: bool, min_free_
         if plan.derived_config:
             write(f"config:       {plan.derived_config} (would be written: Pythons subset of "
                   f".ci_support/{plan.name}.yaml)")
+        if plan.gpu_archs:
+            write(f"gpu archs:    {plan.gpu_archs}")
         if plan.dev_tag:
             write(f"dev build:    FEEDSTOCK_DEV_TAG={plan.dev_tag} (build strings carry dev{plan.dev_tag}_)")
         if renderer is None:
