@@ -28,14 +28,24 @@ def gpu_arch_list(config: CiConfig, feedstock_root: Path, override: str | None) 
     backend, version = config.gpu
     if backend == "cpu" or not version:
         return None
-    build_env = _build_env(feedstock_root)
-    error = importlib.import_module("megabuild.errors").MegabuildError
     try:
-        if backend == "rocm":
+        build_env = _build_env(feedstock_root)
+    except ImportError:  # a tree without the driver: the build itself will say so
+        return override
+    error = importlib.import_module("megabuild.errors").MegabuildError
+    if backend == "rocm":
+        try:
             return override or build_env.rocm_arch_list(version)
-        archs = override or build_env.cuda_arch_list(version, config.platform,
-                                                     config.first("arm_variant_type") or "sbsa")
-        build_env.check_cuda_archs(archs, version)
-        return archs
-    except error as exc:
-        raise LocalBuildError(f"{config.name}: {exc}", EXIT_USAGE) from None
+        except error:
+            return None  # a version the tables lack: the driver names the fix
+    if override:
+        try:
+            build_env.check_cuda_archs(override, version)
+        except error as exc:
+            raise LocalBuildError(f"{config.name}: {exc}", EXIT_USAGE) from None
+        return override
+    try:
+        return build_env.cuda_arch_list(version, config.platform,
+                                        config.first("arm_variant_type") or "sbsa")
+    except error:
+        return None
