@@ -58,7 +58,8 @@ from .versions import known_major_minor, major_minor
 # code; each extra entry costs compile time on the longest builds we have.
 CUDA_ARCH_LISTS: dict[str, str] = {
     "12.9": "5.0;6.0;7.0;7.5;8.0;8.6;9.0;10.0;12.0+PTX",
-    "13.0": "7.5;8.0;8.6;9.0;10.0;11.0;12.0+PTX",
+    # no 11.0: Jetson Thor is an Arm SoC, no x86_64 machine has an sm_110 GPU (recipe/README.md)
+    "13.0": "7.5;8.0;8.6;9.0;10.0;12.0+PTX",
 }
 # linux-aarch64, per (arm_variant_type, CUDA major.minor); reasons in recipe/README.md
 # ("CUDA on linux-aarch64"). sbsa 12.9 is the x86_64 list (Arm servers take the same PCIe and

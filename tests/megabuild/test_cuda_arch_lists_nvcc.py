@@ -98,3 +98,9 @@ def test_an_arch_the_cuda_cannot_build_is_one_line(archs: str, cuda: str) -> Non
         check_cuda_archs(archs, cuda)
     assert "\n" not in str(info.value)
     check_cuda_archs("7.5;12.0+PTX", cuda)  # every one buildable: no error
+
+
+def test_x86_64_cuda13_list_is_upstreams_plus_ptx() -> None:
+    # upstream's 2.14.1 cu130 wheel: sm_75, 80, 86, 90, 100, 120; 11.0 (Jetson Thor) is Arm-only
+    assert cuda_arch_list("13.0", "linux-64") == "7.5;8.0;8.6;9.0;10.0;12.0+PTX"
+    assert "11.0" in cuda_arch_list("13.0", "linux-aarch64", "sbsa").split(";")

@@ -80,6 +80,8 @@ def test_requirements_that_distinguish_the_variant(rendered, config):
             assert CUDA_LIBS <= host, output.name
             assert f"cuda-version {cuda}" in output.requirements["host"]
             assert any(r.startswith(f"cuda-nvcc_{values['target_platform'][0]} {cuda}") for r in build)
+            if "arm_variant_type" in values:  # linux-aarch64: the sbsa or tegra toolchain
+                assert f"arm-variant * {values['arm_variant_type'][0]}" in build, output.name
             # the +200 CUDA build must not win on a machine without a driver
             assert "__cuda" in output.requirements["run"], output.name
         else:
@@ -105,6 +107,8 @@ def test_build_strings_name_the_variant_and_are_unique(rendered, config):
     backend, blas = values["gpu_backend"][0], values["blas_impl"][0]
     tag = {"cpu": "cpu", "cuda": "cuda" + values["cuda_compiler_version"][0].replace(".", ""),
            "rocm": "rocm" + values["rocm_version"][0].replace(".", "")}[backend]
+    if backend == "cuda" and values.get("arm_variant_type") == ["tegra"]:
+        tag += "tegra"  # Jetson builds share CUDA version and platform with the sbsa ones
     outputs = rendered[config]
     strings = [(o.name, o.build_string) for o in outputs]
     assert len(strings) == len(set(strings))
