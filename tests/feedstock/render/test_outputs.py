@@ -56,7 +56,9 @@ def test_outputs_per_variant(rendered, config):
         assert pin == f"pytorch {pytorch.version} {tag}_*_{pytorch.build_number}"
         assert any("run_pytorch_tests.py" in str(c) for c in tests_output.tests["commands"])
     pys = sorted(o.build_string.split("_py")[1].split("_")[0] for o in outputs if o.name == "pytorch")
-    assert pys == sorted("".join(p.split(" ")[0].split(".")[:2]) for p in values["python"])
+    # free-threaded Pythons (`3.14.* *_cp314t`) say so: py314t, never py314
+    assert pys == sorted("".join(p.split(" ")[0].split(".")[:2]) + ("t" if p.endswith("t") else "")
+                         for p in values["python"])
     if backend == "cuda":
         linalg = [o for o in outputs if o.name == "libtorch-cuda-linalg"]
         flavours = {o.build_string.split("_")[1]: o for o in linalg}
