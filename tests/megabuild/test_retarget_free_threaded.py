@@ -14,20 +14,21 @@ from megabuild.errors import MegabuildError
 from megabuild.python_target import PythonTarget
 from megabuild.retarget import retarget_cache
 
-SITE_T = "/opt/envs/py312t/lib/python3.12t/site-packages"
-PY312T = PythonTarget(
-    executable="/opt/envs/py312t/bin/python",
-    version="3.12.1",
-    soabi="cpython-312t-x86_64-linux-gnu",
-    ext_suffix=".cpython-312t-x86_64-linux-gnu.so",
-    include_dir="/opt/python/3.12.1t/include/python3.12t",
-    stdlib="/opt/python/3.12.1t/lib/python3.12t",
-    platstdlib="/opt/python/3.12.1t/lib/python3.12t",
-    purelib=SITE_T,
-    platlib=SITE_T,
-    abiflags="t",
-    numpy_include=f"{SITE_T}/numpy/_core/include",
-)
+# how a --disable-gil build of the same install spells its folders and ABI
+FREE_THREADED_SPELLINGS = (("/py312/", "/py312t/"), ("python3.12", "python3.12t"),
+                           ("/3.12.1/", "/3.12.1t/"), ("cpython-312-", "cpython-312t-"))
+PATH_FIELDS = ("executable", "soabi", "ext_suffix", "include_dir", "stdlib", "platstdlib",
+               "purelib", "platlib", "numpy_include")
+
+
+def as_free_threaded(gil: PythonTarget) -> PythonTarget:
+    fields = {}
+    for name in PATH_FIELDS:
+        value = getattr(gil, name)
+        for old, new in FREE_THREADED_SPELLINGS:
+            value = value.replace(old, new)
+        fields[name] = value
+    return replace(gil, abiflags="t", **fields)
 
 
 @pytest.fixture
@@ -41,14 +42,16 @@ def python_values(cache: CMakeCache, keys: set[str]) -> str:
 
 def test_free_threaded_is_read_from_abiflags_or_soabi(py312: bytes) -> None:
     gil = PythonTarget.from_cmake_cache(CMakeCache.parse(py312))
-    assert not gil.free_threaded and PY312T.free_threaded
-    assert replace(PY312T, abiflags="").free_threaded  # the SOABI alone says so too
+    py312t = as_free_threaded(gil)
+    assert py312t.include_dir == "/opt/python/3.12.1t/include/python3.12t"
+    assert not gil.free_threaded and py312t.free_threaded
+    assert replace(py312t, abiflags="").free_threaded  # the SOABI alone says so too
 
 
 def test_gil_to_free_threaded_and_back_leaves_no_trace_either_way(py312: bytes) -> None:
     cache = CMakeCache.parse(py312)
     gil = PythonTarget.from_cmake_cache(cache)
-    changes = retarget_cache(cache, PY312T)
+    changes = retarget_cache(cache, as_free_threaded(gil))
     keys = {c.key for c in changes}
     assert {"_Python_INCLUDE_DIR", "PYTHON_MODULE_EXTENSION", "_Python_INTERPRETER_PROPERTIES"} <= keys
     to_t = python_values(cache, keys)
@@ -65,15 +68,16 @@ def test_gil_to_free_threaded_and_back_leaves_no_trace_either_way(py312: bytes) 
 @pytest.mark.parametrize("direction", ["gil_to_t", "t_to_gil"])
 def test_a_mixed_up_abi_left_behind_stops_the_driver(py312: bytes, direction: str) -> None:
     gil = PythonTarget.from_cmake_cache(CMakeCache.parse(py312))
+    py312t = as_free_threaded(gil)
     if direction == "gil_to_t":
         # sysconfig's config dir of the GIL build, under a folder the retarget maps: the path
         # moves, its `config-3.12-` (the GIL ABI) would stay
         extra, start, target, trace = (
             "PYTHON_CONFIG_DIR:PATH=/opt/python/3.12.1/lib/python3.12/config-3.12-x86_64-linux-gnu\n",
-            py312.decode(), PY312T, "3.12")
+            py312.decode(), py312t, "3.12")
     else:
         source = CMakeCache.parse(py312)
-        retarget_cache(source, PY312T)
+        retarget_cache(source, py312t)
         extra, start, target, trace = (
             # a free-threaded config dir outside the interpreter's folders: only its `3.12t`
             # says which ABI it belongs to
