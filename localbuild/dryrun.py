@@ -110,6 +110,8 @@ def print_plans(plans: list[BuildPlan], options: Options, force: bool, min_free_
                 if given)
             write(f"config:       {plan.derived_config} (would be written: {what} of "
                   f".ci_support/{plan.name}.yaml)")
+        if plan.gpu_archs:
+            write(f"gpu archs:    {plan.gpu_archs}")
         if plan.dev_tag:
             write(f"dev build:    FEEDSTOCK_DEV_TAG={plan.dev_tag} (build strings carry dev{plan.dev_tag}_)")
         if renderer is None:

@@ -13,6 +13,7 @@ from . import rattler
 from .channels import local_folders
 from .configs import CiConfig, host_platform
 from .errors import EXIT_USAGE, LocalBuildError
+from .gpu_archs import gpu_arch_list
 from .ownership import host_user_id
 from .overrides import DevOverrides, apply_to_config, derived_config_text
 from .tokens import CACHE_CREDENTIALS, UPLOAD_TOKENS, without_secrets
@@ -75,6 +76,7 @@ class BuildPlan:
     interactive: bool = False
     test_only: bool = False            # test packages already built; no build, no marker
     tool_command: list[str] = field(default_factory=list)     # rattler-build's own command line
+    gpu_archs: str | None = None       # the arch list the build compiles for (None: CPU)
 
     @property
     def name(self) -> str:
@@ -94,6 +96,8 @@ def make_plan(config: CiConfig, options: Options, environ: dict[str, str]) -> Bu
     plan.skip_reason = reason or applied.skip_reason
     if plan.skip_reason:
         return plan
+    plan.gpu_archs = gpu_arch_list(config, root, applied.env.get("FEEDSTOCK_CUDA_ARCH_LIST")
+                                   or applied.env.get("FEEDSTOCK_ROCM_ARCH"))
     plan.backend = backend
     plan.interactive = options.debug
     plan.test_only = options.test_only

@@ -17,7 +17,8 @@ conda-forge.yml keys read (under `github_actions`; conda-smithy's schema allows 
 ci-runners.yml (ours; optional, unknown keys are errors):
 
     runs_on: {linux_64: [...]}     runner labels per platform (override the defaults)
-    gpu_runs_on: {cuda: [...]}     runner labels for GPU tests, per GPU backend
+    gpu_runs_on: {cuda: [...]}     runner labels for GPU tests, per GPU backend (linux-64);
+                                   cuda_sbsa / cuda_tegra for linux-aarch64's arm_variant_type
 
 Security shape: `permissions: {}` at the top, `contents: read` per job; checkout without
 persisted credentials; matrix values reach shell code only through `env:`; the upload token is
@@ -59,6 +60,8 @@ SELF_HOSTED_LABELS = {"linux_64": ["self-hosted", "linux", "x64"],
                       "osx_64": ["self-hosted", "macOS", "x64"],
                       "osx_arm64": ["self-hosted", "macOS", "ARM64"]}
 GPU_BACKENDS = ("cuda", "rocm")
+# gpu_runs_on keys: a backend (linux-64 jobs) or backend_<arm_variant_type> (linux-aarch64 jobs)
+GPU_RUNNER_KEYS = GPU_BACKENDS + ("cuda_sbsa", "cuda_tegra")
 # Actions used, pinned to full commit hashes (tags can be moved); the comment says which release.
 CHECKOUT = "actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683  # v4.2.2"
 UPLOAD_ARTIFACT = "actions/upload-artifact@ea165f8d65b6e75b540449e92b4886f43607fa02  # v4.6.2"
@@ -143,9 +146,9 @@ def settings(feedstock: Feedstock) -> WorkflowSettings:
         runs_on[str(platform)] = _labels(labels, f"{RUNNERS_FILE}: runs_on.{platform}")
     gpu_runs_on = {}
     for backend, labels in _mapping(runners.get("gpu_runs_on"), f"{RUNNERS_FILE}: gpu_runs_on").items():
-        if backend not in GPU_BACKENDS:
+        if backend not in GPU_RUNNER_KEYS:
             raise FeedstockError(f"{RUNNERS_FILE}: gpu_runs_on: unknown GPU backend '{backend}'; "
-                                 f"{did_you_mean(str(backend), GPU_BACKENDS)}")
+                                 f"{did_you_mean(str(backend), GPU_RUNNER_KEYS)}")
         gpu_runs_on[backend] = _labels(labels, f"{RUNNERS_FILE}: gpu_runs_on.{backend}")
     return WorkflowSettings(
         timeout_minutes=_positive(section.get("timeout_minutes", DEFAULT_TIMEOUT_MINUTES),
@@ -166,6 +169,16 @@ def job_gpu_backend(job: CiJob) -> str:
     if any(str(v) not in ("None", "") for v in job.config.get("rocm_version") or []):
         return "rocm"
     return "cpu"
+
+
+def gpu_runner_key(job: CiJob) -> str:
+    """The gpu_runs_on key of a job: its backend, and on linux-aarch64 also its
+    arm_variant_type (a Jetson and a Grace machine are different runners, neither x64)."""
+    backend = job_gpu_backend(job)
+    variant = [str(v) for v in job.config.get("arm_variant_type") or []]
+    if job.platform == "linux_aarch64" and backend != "cpu":
+        return f"{backend}_{variant[0] if variant else 'sbsa'}"
+    return backend
 
 
 def _flow(labels: list[str]) -> str:
@@ -241,9 +254,9 @@ def render_workflow(jobs: list[CiJob], config: WorkflowSettings) -> str:
             raise FeedstockError(f"{RUNNERS_FILE}: no runner labels for platform {job.platform}; "
                                  f"add runs_on: {{{job.platform}: [labels]}} to {RUNNERS_FILE}")
         builds.append((job.name, labels))
-        backend = job_gpu_backend(job)
-        if backend in config.gpu_runs_on:
-            gpu_tests.append((job.name, config.gpu_runs_on[backend]))
+        key = gpu_runner_key(job)
+        if key in config.gpu_runs_on:
+            gpu_tests.append((job.name, config.gpu_runs_on[key]))
     if not builds:
         raise FeedstockError("no CI jobs to put into the workflow; check provider: in conda-forge.yml")
     main_push = f"github.event_name == 'push' && github.ref == 'refs/heads/{MAIN_BRANCH}'"

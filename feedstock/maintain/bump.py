@@ -16,6 +16,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import yaml
 from rattler import Version
 
 from ..atomic_files import replace_files
@@ -119,30 +120,66 @@ _PYTHON_ENTRY = re.compile(r"^[ \t]*-[ \t]+[\"']?(?P<minor>3\.\d+)(?:\.\*)?[^\n]
 
 
 def drop_pythons_below(pinning_text: str, minimum: str) -> tuple[str, list[str]]:
-    """Remove the top-level ``python:`` entries older than ``minimum`` (other lines untouched)."""
-    key = re.search(r"^python:[ \t]*(#.*)?\n", pinning_text, re.M)
-    if not key:
+    """Remove the top-level ``python:`` entries older than ``minimum``, and the entries at the
+    same places of the keys zipped with python (``is_freethreading``); other lines untouched."""
+    block = _list_block(pinning_text, "python")
+    if not block:
         return pinning_text, []
-    end = re.search(r"^[^\s#-]", pinning_text[key.end():], re.M)
-    block_end = key.end() + (end.start() if end else len(pinning_text) - key.end())
     floor = Version(minimum)
-    kept, removed = [], []
-    for line in pinning_text[key.end():block_end].splitlines(keepends=True):
+    removed: list[str] = []
+    drop: set[int] = set()
+    for index, line in enumerate(_entries(pinning_text[block[0]:block[1]])):
         entry = _PYTHON_ENTRY.match(line)
         if entry and Version(entry.group("minor")) < floor:
             removed.append(entry.group("minor"))
-        else:
-            kept.append(line)
-    return pinning_text[:key.end()] + "".join(kept) + pinning_text[block_end:], removed
+            drop.add(index)
+    for key in ["python", *_zipped_with(pinning_text, "python")]:
+        pinning_text = _drop_entries(pinning_text, key, drop)
+    return pinning_text, removed
+
+
+def _list_block(text: str, key: str) -> tuple[int, int] | None:
+    """Where the entries of the top-level list ``key:`` are (start, end of its indented block)."""
+    found = re.search(rf"^{re.escape(key)}:[ \t]*(#.*)?\n", text, re.M)
+    if not found:
+        return None
+    end = re.search(r"^[^\s#-]", text[found.end():], re.M)
+    return found.end(), found.end() + (end.start() if end else len(text) - found.end())
+
+
+def _entries(block: str) -> list[str]:
+    """The ``- value`` lines of a block, in order (comments and blank lines left out)."""
+    return [line for line in block.splitlines(keepends=True) if re.match(r"^[ \t]*-[ \t]", line)]
+
+
+def _drop_entries(text: str, key: str, drop: set[int]) -> str:
+    block = _list_block(text, key)
+    if not block or not drop:
+        return text
+    kept, index = [], 0
+    for line in text[block[0]:block[1]].splitlines(keepends=True):
+        if re.match(r"^[ \t]*-[ \t]", line):
+            index += 1
+            if index - 1 in drop:
+                continue
+        kept.append(line)
+    return text[:block[0]] + "".join(kept) + text[block[1]:]
+
+
+def _zipped_with(text: str, key: str) -> list[str]:
+    """The other keys of ``key``'s zip_keys group in this pinning text."""
+    groups = (yaml.safe_load(text) or {}).get("zip_keys") or []
+    for group in groups:
+        if isinstance(group, list) and key in group:
+            return [k for k in group if k != key]
+    return []
 
 
 def pinned_pythons(pinning_text: str) -> list[str]:
-    key = re.search(r"^python:[ \t]*(#.*)?\n", pinning_text, re.M)
-    if not key:
+    block = _list_block(pinning_text, "python")
+    if not block:
         return []
-    end = re.search(r"^[^\s#-]", pinning_text[key.end():], re.M)
-    block = pinning_text[key.end():key.end() + end.start()] if end else pinning_text[key.end():]
-    return [m.group("minor") for m in _PYTHON_ENTRY.finditer(block)]
+    return [m.group("minor") for m in _PYTHON_ENTRY.finditer(pinning_text[block[0]:block[1]])]
 
 
 def plan_bump(root: Path, version: str, source: str, wheel: Path | None = None, sha256: str | None = None,

@@ -9,8 +9,9 @@ What it sets, on top of `base` (the environment conda-build gave the driver). Ea
 that came from a real build's failure is listed, with its reason, in recipe/README.md
 ("Build knowledge: parity with the conda-forge recipe").
 
-- backend: `USE_CUDA`, `USE_ROCM`, `TORCH_CUDA_ARCH_LIST` (table per CUDA `major.minor`,
-  `FEEDSTOCK_CUDA_ARCH_LIST` overrides), `TORCH_NVCC_FLAGS` (compressed fatbins), the CUDA
+- backend: `USE_CUDA`, `USE_ROCM`, `TORCH_CUDA_ARCH_LIST` (table per CUDA `major.minor`, and
+  per `arm_variant_type` on linux-aarch64; `FEEDSTOCK_CUDA_ARCH_LIST` overrides; an arch that
+  CUDA version cannot build is an error), `TORCH_NVCC_FLAGS` (compressed fatbins), the CUDA
   toolkit locations in `$PREFIX` (read by patch 0006); ROCm (`PYTORCH_ROCM_ARCH`, `ROCM_PATH`,
   `HIP_*`, include order, OpenMP, switches) comes from `megabuild/rocm.py`, applied last; an
   unknown version is a one-line error;
@@ -57,7 +58,26 @@ from .versions import known_major_minor, major_minor
 # code; each extra entry costs compile time on the longest builds we have.
 CUDA_ARCH_LISTS: dict[str, str] = {
     "12.9": "5.0;6.0;7.0;7.5;8.0;8.6;9.0;10.0;12.0+PTX",
-    "13.0": "7.5;8.0;8.6;9.0;10.0;11.0;12.0+PTX",
+    # no 11.0: Jetson Thor is an Arm SoC, no x86_64 machine has an sm_110 GPU (recipe/README.md)
+    "13.0": "7.5;8.0;8.6;9.0;10.0;12.0+PTX",
+}
+# linux-aarch64, per (arm_variant_type, CUDA major.minor); reasons in recipe/README.md
+# ("CUDA on linux-aarch64"). sbsa 12.9 is the x86_64 list (Arm servers take the same PCIe and
+# SXM GPUs). sbsa 13.0 adds 8.7 (Jetson Orin on CUDA 13 runs sbsa builds) and 12.1 (DGX
+# Spark's GB10: its own SASS, not only the 12.0 code by the minor-version rule); 11.0 is
+# Jetson Thor. tegra exists only for 12.9 and only Orin (8.7) runs it.
+AARCH64_CUDA_ARCH_LISTS: dict[tuple[str, str], str] = {
+    ("sbsa", "12.9"): "5.0;6.0;7.0;7.5;8.0;8.6;9.0;10.0;12.0+PTX",
+    ("sbsa", "13.0"): "7.5;8.0;8.6;8.7;9.0;10.0;11.0;12.0+PTX;12.1",
+    ("tegra", "12.9"): "8.7+PTX",
+}
+# Compute capabilities each nvcc can build (`nvcc --list-gpu-arch`); an arch list, ours or a
+# FEEDSTOCK_CUDA_ARCH_LIST, with anything else fails here rather than hours into the build.
+# CUDA 13 dropped everything before 7.5 and renamed 10.1 to 11.0.
+NVCC_ARCHS: dict[str, frozenset[str]] = {
+    "12.9": frozenset("5.0 5.2 5.3 6.0 6.1 6.2 7.0 7.2 7.5 8.0 8.6 8.7 8.9 9.0 10.0 10.1 10.3 "
+                      "12.0 12.1".split()),
+    "13.0": frozenset("7.5 8.0 8.6 8.7 8.8 8.9 9.0 10.0 10.3 11.0 12.0 12.1".split()),
 }
 # Fatbins compressed (libtorch_cuda is several hundred MB otherwise); CUDA 13 can favour size.
 NVCC_FLAGS: dict[str, str] = {
@@ -66,6 +86,7 @@ NVCC_FLAGS: dict[str, str] = {
 }
 # Where conda's CUDA packages put headers and libraries, per target platform.
 CUDA_TARGET_DIRS: dict[str, str] = {"linux-64": "x86_64-linux", "linux-aarch64": "sbsa-linux"}
+TEGRA_TARGET_DIR = "aarch64-linux"  # the tegra toolkit's name for linux-aarch64
 # Memory one compile job may need, in GiB: PyTorch's C++ needs several, CUDA/HIP kernels more.
 GIB_PER_JOB_CPU = 3
 GIB_PER_JOB_GPU = 6
@@ -101,10 +122,35 @@ def gpu_backend(variant: Mapping[str, str]) -> str:
     return "cpu"
 
 
-def cuda_arch_list(version: str) -> str:
-    key = known_major_minor(version, CUDA_ARCH_LISTS, "CUDA", "no TORCH_CUDA_ARCH_LIST for it",
-                            "add it to CUDA_ARCH_LISTS in megabuild/build_env.py or set FEEDSTOCK_CUDA_ARCH_LIST")
-    return CUDA_ARCH_LISTS[key]
+def cuda_arch_list(version: str, platform: str = "linux-64", arm_variant: str = "sbsa") -> str:
+    """Our TORCH_CUDA_ARCH_LIST for a CUDA version on a platform (and aarch64 flavour)."""
+    fix = "set FEEDSTOCK_CUDA_ARCH_LIST or add it to megabuild/build_env.py"
+    if platform != "linux-aarch64":
+        return CUDA_ARCH_LISTS[known_major_minor(version, CUDA_ARCH_LISTS, "CUDA",
+                                                 "no TORCH_CUDA_ARCH_LIST for it", fix)]
+    variant = arm_variant if arm_variant in ("sbsa", "tegra") else "sbsa"
+    table = {cuda: arch for (kind, cuda), arch in AARCH64_CUDA_ARCH_LISTS.items() if kind == variant}
+    return table[known_major_minor(version, table, f"CUDA ({variant})",
+                                   "no TORCH_CUDA_ARCH_LIST for it", fix)]
+
+
+def check_cuda_archs(arch_list: str, version: str) -> None:
+    """One clear line when `arch_list` names a compute capability this CUDA cannot build;
+    versions without a table entry are left to nvcc."""
+    known = NVCC_ARCHS.get(major_minor(version))
+    if known is None:
+        return
+    archs = [a.strip().removesuffix("+PTX") for a in re.split(r"[;\s]+", arch_list) if a.strip()]
+    bad = [a for a in archs if a not in known]
+    if bad:
+        lowest, highest = min(known, key=_cc_key), max(known, key=_cc_key)
+        raise MegabuildError(f"CUDA {major_minor(version)} cannot build compute capability "
+                             f"{', '.join(bad)} (it builds {lowest} to {highest}); fix the "
+                             "arch list (FEEDSTOCK_CUDA_ARCH_LIST / --cuda-arch)")
+
+
+def _cc_key(arch: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in arch.split("."))
 
 
 def mem_available_bytes(meminfo: Path = Path("/proc/meminfo")) -> int | None:
@@ -190,12 +236,14 @@ def build_environment(variant: Mapping[str, str], base: Mapping[str, str], *,
     if backend == "cuda":
         override = base.get("FEEDSTOCK_CUDA_ARCH_LIST", "")
         cuda_version = variant.get("cuda_compiler_version", "")
-        env["TORCH_CUDA_ARCH_LIST"] = override or cuda_arch_list(cuda_version)
+        arm_variant = variant.get("arm_variant_type", "sbsa")
+        env["TORCH_CUDA_ARCH_LIST"] = override or cuda_arch_list(cuda_version, platform, arm_variant)
+        check_cuda_archs(env["TORCH_CUDA_ARCH_LIST"], cuda_version)
         env["TORCH_NVCC_FLAGS"] = NVCC_FLAGS.get(major_minor(cuda_version), NVCC_FLAGS["12.9"])
         env["USE_NCCL"] = "1"
         env["USE_STATIC_NCCL"] = "0"
         env["USE_STATIC_CUDNN"] = "0"
-        env.update(_cuda_locations(base, platform))
+        env.update(_cuda_locations(base, platform, arm_variant))
 
     env.update(_blas(variant.get("blas_impl", "generic"), platform, base))
     # oneDNN: not for ROCm (MIOpen instead), and not on Apple silicon, where it was never
@@ -263,7 +311,7 @@ def _blas(blas: str, platform: str, base: Mapping[str, str]) -> dict[str, str]:
     raise MegabuildError(f"unknown blas_impl {blas!r}; expected 'mkl' or 'generic'")
 
 
-def _cuda_locations(base: Mapping[str, str], platform: str) -> dict[str, str]:
+def _cuda_locations(base: Mapping[str, str], platform: str, arm_variant: str = "sbsa") -> dict[str, str]:
     """Where the CUDA toolkit is for CMake: nvcc in $BUILD_PREFIX, headers and libraries in
     $PREFIX/targets/<arch> (patch 0006 lets these reach CMake and win over the location
     derived from nvcc, which would be the build prefix)."""
@@ -272,12 +320,14 @@ def _cuda_locations(base: Mapping[str, str], platform: str) -> dict[str, str]:
     if platform not in CUDA_TARGET_DIRS:
         raise MegabuildError(f"no CUDA target directory known for {platform}; add it to "
                              "CUDA_TARGET_DIRS in megabuild/build_env.py")
+    target = TEGRA_TARGET_DIR if platform == "linux-aarch64" and arm_variant == "tegra" \
+        else CUDA_TARGET_DIRS[platform]
     return {
         "CUDAToolkit_BIN_DIR": f"{build_prefix}/bin",
         "CUDAToolkit_ROOT": prefix,
         "CUDAToolkit_ROOT_DIR": prefix,
         "CUDA_TOOLKIT_ROOT_DIR": prefix,
-        "CUDAToolkit_TARGET_DIR": f"{prefix}/targets/{CUDA_TARGET_DIRS[platform]}",
+        "CUDAToolkit_TARGET_DIR": f"{prefix}/targets/{target}",
         "NCCL_ROOT_DIR": prefix,
         "NCCL_INCLUDE_DIR": f"{prefix}/include",
         "MAGMA_HOME": prefix,

@@ -18,6 +18,7 @@ from .errors import MegabuildError
 VARIANT_KEYS = (
     "PKG_NAME", "PKG_VERSION", "PKG_BUILDNUM", "PY_VER", "cuda_compiler_version", "rocm_version",
     "gpu_backend", "blas_impl", "use_magma", "megabuild", "target_platform", "CPU_COUNT",
+    "arm_variant_type",
 )
 STAGE_DIR_NAME = "megabuild-stage"
 

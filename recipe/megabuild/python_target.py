@@ -83,6 +83,11 @@ class PythonTarget:
         return self.major_minor.replace(".", "")
 
     @property
+    def free_threaded(self) -> bool:
+        """A free-threaded (no-GIL) build: ABI flag `t`, SOABI `cpython-313t-...`."""
+        return "t" in self.abiflags or f"cpython-{self.nodot}t" in self.soabi
+
+    @property
     def pyc_tag(self) -> str:
         return self.cache_tag or f"cpython-{self.nodot}"
 

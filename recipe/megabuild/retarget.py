@@ -12,8 +12,9 @@ structurally, never by searching for version strings:
 
 FindPython's `_Python_*_SIGNATURE` checksums are left stale: with `Python_EXECUTABLE` set,
 CMake recomputes what it needs. Afterwards every Python entry is checked for traces of the old
-interpreter (its paths, SOABI, `3.12`, `3;12`, `cpython-312`, `python3.12`); any trace stops the
-driver with an error naming the entry, before anything is written.
+interpreter (its paths, SOABI, `3.12`, `3;12`, `cpython-312`, `python3.12`, and between a GIL
+and a free-threaded build of one version the other ABI's `3.13`/`3.13t` spellings); any trace
+stops the driver with an error naming the entry, before anything is written.
 """
 from __future__ import annotations
 
@@ -147,8 +148,18 @@ def find_trace(value: str, old: PythonTarget, new: PythonTarget) -> str | None:
         if text and text not in news and text in value and not any(
                 n and text in n and n in value for n in news):
             return text
+    major, minor = old.major_minor.split(".")
+    if old.free_threaded != new.free_threaded:
+        # same version, other ABI: 3.13t leaves `3.13t`/`cpython-313t`/`python3.13t`; 3.13
+        # leaves `3.13` or `cpython-313` not followed by the `t` the new ABI needs
+        patterns = ((rf"(?<![\d.]){major}\.{minor}t", rf"cpython-{major}{minor}t")
+                    if old.free_threaded else
+                    (rf"(?<![\d.]){major}\.{minor}(?![\d.t])", rf"cpython-{major}{minor}(?![\dt])"))
+        for pattern in patterns:
+            match = re.search(pattern, value)
+            if match:
+                return match.group(0)
     if old.major_minor != new.major_minor:
-        major, minor = old.major_minor.split(".")
         for pattern in (rf"(?<![\d.]){major}\.{minor}(?!\d)", rf"(?<!\d){major};{minor}(?!\d)",
                         rf"cpython-{major}{minor}(?!\d)", rf"python{major}\.{minor}(?!\d)"):
             match = re.search(pattern, value)

@@ -33,6 +33,13 @@ class SelectionError(Exception):
     pass
 
 
+def python_label() -> str:
+    """`3.14`, or `3.14t` on a free-threaded interpreter, so that skips can name either."""
+    import sysconfig
+    threaded = "t" if sysconfig.get_config_var("Py_GIL_DISABLED") else ""
+    return f"{sys.version_info[0]}.{sys.version_info[1]}{threaded}"
+
+
 def gpu_present(backend: str) -> bool:
     """Whether the machine has a GPU of the variant's kind (the driver and device node)."""
     if backend == "cuda":
@@ -95,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dry-run", action="store_true", help="print the pytest command only")
     args, extra = parser.parse_known_args(argv)
     facts = {"platform": args.platform, "gpu_backend": args.gpu_backend, "blas": args.blas,
-             "python": f"{sys.version_info[0]}.{sys.version_info[1]}",
+             "python": python_label(),
              "gpu_present": gpu_present(args.gpu_backend)}
     try:
         selection = json.loads(args.selection.read_text())

@@ -257,6 +257,10 @@ def test_dry_run_python_subset_writes_nothing(fs):
 @pytest.mark.parametrize("args, words", [
     (["--python", "3.9.1"], "--python '3.9.1'"),
     (["--python", "3.9"], "no python 3.9"),
+    # a free-threaded Python the config does not build (these test configs have no 3.14t)
+    (["--python", "3.14t"], "no python 3.14t: the config builds 3.10, 3.11, 3.12, 3.13, 3.14"),
+    # an arch this config's CUDA (12.9) cannot build: refused before anything starts
+    (["--cuda-arch", "9.0;13.5"], "CUDA 12.9 cannot build compute capability 13.5"),
     (["--cuda-arch", "sm_90"], "--cuda-arch 'sm_90'"),
     (["--rocm-arch", "mi250"], "--rocm-arch 'mi250'"),
     (["--jobs", "0"], "--jobs 0"),

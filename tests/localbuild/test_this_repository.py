@@ -52,3 +52,31 @@ def test_real_configs_list_and_dry_run():
     other_arch = proc.stdout.count("skipped:      needs a linux-")   # aarch64 image on x86_64
     assert proc.stdout.count("command:      docker run ") + other_arch == len(linux)
     assert "dry run: nothing was started or written" in proc.stdout
+
+
+AARCH64_CUDA = {  # job -> the arch list its dry-run must show (recipe/README.md gives reasons)
+    "linux_aarch64_arm_variant_typesbsac_stdlib_version2.17cuda_compiler_version12.9gpu_backendcuda":
+        "5.0;6.0;7.0;7.5;8.0;8.6;9.0;10.0;12.0+PTX",
+    "linux_aarch64_arm_variant_typesbsac_stdlib_version2.28cuda_compiler_version13.0gpu_backendcuda":
+        "7.5;8.0;8.6;8.7;9.0;10.0;11.0;12.0+PTX;12.1",
+    "linux_aarch64_arm_variant_typetegrac_stdlib_version2.34cuda_compiler_version12.9gpu_backendcuda":
+        "8.7+PTX",
+}
+
+
+@pytest.mark.parametrize("job", sorted(AARCH64_CUDA))
+def test_dry_run_of_an_aarch64_cuda_job_shows_3_14t_and_its_arch_list(job):
+    if not (CI_SUPPORT / f"{job}.yaml").is_file():
+        pytest.fail(f"{job} is missing from .ci_support (python -m feedstock rerender)")
+    # the jobs build natively on aarch64; --emulate lets an x86_64 machine plan them
+    proc = run("--dry-run", "--emulate", "--min-free-gb", "0", job)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "3.14t" in proc.stdout.splitlines()[0]
+    assert f"gpu archs:    {AARCH64_CUDA[job]}" in proc.stdout.splitlines()
+    # an arch this CUDA cannot build (CUDA 13 dropped 5.0; 11.0 is CUDA 13's new name for
+    # Thor, 12.9 calls it 10.1): one line, exit 2, nothing planned
+    cuda, arch = ("13.0", "5.0") if "version13.0" in job else ("12.9", "11.0")
+    bad = run("--dry-run", "--emulate", "--cuda-arch", arch, job)
+    assert bad.returncode == 2 and bad.stdout == "", bad.stdout
+    assert bad.stderr.count("\n") == 1
+    assert f"CUDA {cuda} cannot build compute capability {arch}" in bad.stderr

@@ -265,3 +265,31 @@ def test_context_from_environ(tmp_path: Path) -> None:
         ctx.env["X"] = "1"  # read-only
     with pytest.raises(MegabuildError, match="SRC_DIR, PREFIX not set"):
         BuildContext.from_environ({"PYTHON": "/usr/bin/python3", "PKG_NAME": "pytorch"})
+
+
+@pytest.mark.parametrize("variant, cuda, archs, target", [
+    ("tegra", "12.9", "8.7+PTX", "aarch64-linux"),
+    ("sbsa", "12.9", CUDA_ARCH_LISTS["12.9"], "sbsa-linux"),
+    ("sbsa", "13.0", "7.5;8.0;8.6;8.7;9.0;10.0;11.0;12.0+PTX;12.1", "sbsa-linux"),
+])
+def test_aarch64_arch_list_and_toolkit_follow_arm_variant_type(tmp_path: Path, variant: str, cuda: str,
+                                                               archs: str, target: str) -> None:
+    env = env_for(tmp_path, cuda_compiler_version=cuda, gpu_backend="cuda",
+                  target_platform="linux-aarch64", arm_variant_type=variant)
+    assert env["TORCH_CUDA_ARCH_LIST"] == archs
+    assert env["CUDAToolkit_TARGET_DIR"] == f"/opt/host/targets/{target}"
+
+
+def test_arm_variant_type_reaches_the_driver_from_the_environment(tmp_path: Path) -> None:
+    environ = {**BASE, **CPU, "SRC_DIR": str(tmp_path), "PYTHON": "/usr/bin/python3",
+               "PKG_NAME": "libtorch-split", "gpu_backend": "cuda", "cuda_compiler_version": "12.9",
+               "target_platform": "linux-aarch64", "arm_variant_type": "tegra"}
+    assert BuildContext.from_environ(environ).env["TORCH_CUDA_ARCH_LIST"] == "8.7+PTX"
+
+
+def test_an_override_the_cuda_cannot_build_is_one_line(tmp_path: Path) -> None:
+    with pytest.raises(MegabuildError, match=r"CUDA 13\.0 cannot build compute capability 5\.0 "
+                                             r"\(it builds 7\.5 to 12\.1\)") as info:
+        env_for(tmp_path, {"FEEDSTOCK_CUDA_ARCH_LIST": "5.0;9.0"}, cuda_compiler_version="13.0",
+                gpu_backend="cuda")
+    assert "\n" not in str(info.value)

@@ -103,3 +103,17 @@ def test_real_pytest_run_deselects_the_skips_and_reports_failures(tmp_path: Path
     (tests / "test_nn.py").write_text("def test_broken():\n    raise AssertionError('boom')\n")
     failed = subprocess.run(args, capture_output=True, text=True)
     assert failed.returncode == 1 and "boom" in failed.stdout
+
+
+def test_python_fact_says_t_only_on_a_free_threaded_interpreter(monkeypatch) -> None:
+    import sysconfig
+    plain = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    monkeypatch.setattr(sysconfig, "get_config_var",
+                        lambda name: 1 if name == "Py_GIL_DISABLED" else None)
+    assert runner.python_label() == plain + "t"
+    monkeypatch.setattr(sysconfig, "get_config_var", lambda name: 0)
+    assert runner.python_label() == plain
+    skip = {"test": "x", "why": "y", "when": {"python": [plain + "t"]}}
+    facts = {"platform": "linux-64", "gpu_backend": "cpu", "blas": "generic",
+             "python": plain + "t", "gpu_present": False}
+    assert runner.applies(skip, facts) and not runner.applies(skip, {**facts, "python": plain})

@@ -93,7 +93,8 @@ class Feedstock:
 
 def make_feedstock(tmp_path: Path, configs: dict[str, dict] | None = None) -> Feedstock:
     """A feedstock tree: build-locally.py, localbuild/, scripts/ copied from the repository,
-    .ci_support/ written from ``configs`` ({name: config_yaml kwargs}), a stub recipe/."""
+    .ci_support/ written from ``configs`` ({name: config_yaml kwargs}), a stub recipe/ (with the
+    driver's package)."""
     root = tmp_path / "feedstock"
     root.mkdir()
     shutil.copy2(REPO_ROOT / "build-locally.py", root / "build-locally.py")
@@ -101,7 +102,9 @@ def make_feedstock(tmp_path: Path, configs: dict[str, dict] | None = None) -> Fe
                     ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(REPO_ROOT / "scripts", root / "scripts",
                     ignore=shutil.ignore_patterns("__pycache__"))
-    (root / "recipe").mkdir()
+    # the driver's package: build-locally reads its arch tables (--dry-run, --cuda-arch checks)
+    shutil.copytree(REPO_ROOT / "recipe" / "megabuild", root / "recipe" / "megabuild",
+                    ignore=shutil.ignore_patterns("__pycache__"))
     (root / "recipe" / "meta.yaml").write_text("package:\n  name: libtorch-split\n")
     ci = root / ".ci_support"
     ci.mkdir()

@@ -137,7 +137,7 @@ def test_removing_a_use_system_package_from_host_fails(feedstock_copy):
     assert proc.returncode == 1
     lines = [line for line in proc.stdout.splitlines() if "USE_SYSTEM" in line]
     assert lines == ["recipe/meta.yaml: the driver sets USE_SYSTEM_NVTX=1 (megabuild/build_env.py) but "
-                     "'nvtx-c' is not in the host requirements of libtorch-split (linux-64); "
+                     "'nvtx-c' is not in the host requirements of libtorch-split (linux-64, linux-aarch64); "
                      "add nvtx-c to its host section"], proc.stdout
 
 
@@ -198,8 +198,8 @@ ROCM_72 = "  - 7.2                         # [linux64]\n"
 @pytest.mark.parametrize("old, new, finding", [
     # a maintainer offering MKL on aarch64 too: the driver refuses, and the lint says so
     (MKL_X86, MKL_X86 + "  - mkl                         # [aarch64]\n",
-     "recipe/conda_build_config.yaml: the build driver refuses config linux_aarch64_blas_implmkl: "
-     "blas_impl=mkl is not available on linux-aarch64; use blas_impl=generic there"),
+     "recipe/conda_build_config.yaml: the build driver refuses config linux_aarch64_arm_variant_"
+     "typesbsablas_implmklc_stdlib_version2.17cuda_compiler_versionNonegpu_backendcpu: blas_impl=mkl is not available on linux-aarch64; use blas_impl=generic there"),
     # a ROCm release the driver has no gfx list for (the rest of ROCm needs the build machine)
     (ROCM_72, "  - 9.9                         # [linux64]\n",
      "recipe/conda_build_config.yaml: the build driver refuses config linux_64_blas_implmkl"

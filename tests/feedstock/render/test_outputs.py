@@ -56,7 +56,9 @@ def test_outputs_per_variant(rendered, config):
         assert pin == f"pytorch {pytorch.version} {tag}_*_{pytorch.build_number}"
         assert any("run_pytorch_tests.py" in str(c) for c in tests_output.tests["commands"])
     pys = sorted(o.build_string.split("_py")[1].split("_")[0] for o in outputs if o.name == "pytorch")
-    assert pys == sorted("".join(p.split(" ")[0].split(".")[:2]) for p in values["python"])
+    # free-threaded Pythons (`3.14.* *_cp314t`) say so: py314t, never py314
+    assert pys == sorted("".join(p.split(" ")[0].split(".")[:2]) + ("t" if p.endswith("t") else "")
+                         for p in values["python"])
     if backend == "cuda":
         linalg = [o for o in outputs if o.name == "libtorch-cuda-linalg"]
         flavours = {o.build_string.split("_")[1]: o for o in linalg}
@@ -80,6 +82,8 @@ def test_requirements_that_distinguish_the_variant(rendered, config):
             assert CUDA_LIBS <= host, output.name
             assert f"cuda-version {cuda}" in output.requirements["host"]
             assert any(r.startswith(f"cuda-nvcc_{values['target_platform'][0]} {cuda}") for r in build)
+            if "arm_variant_type" in values:  # linux-aarch64: the sbsa or tegra toolchain
+                assert f"arm-variant * {values['arm_variant_type'][0]}" in build, output.name
             # the +200 CUDA build must not win on a machine without a driver
             assert "__cuda" in output.requirements["run"], output.name
         else:
@@ -105,6 +109,8 @@ def test_build_strings_name_the_variant_and_are_unique(rendered, config):
     backend, blas = values["gpu_backend"][0], values["blas_impl"][0]
     tag = {"cpu": "cpu", "cuda": "cuda" + values["cuda_compiler_version"][0].replace(".", ""),
            "rocm": "rocm" + values["rocm_version"][0].replace(".", "")}[backend]
+    if backend == "cuda" and values.get("arm_variant_type") == ["tegra"]:
+        tag += "tegra"  # Jetson builds share CUDA version and platform with the sbsa ones
     outputs = rendered[config]
     strings = [(o.name, o.build_string) for o in outputs]
     assert len(strings) == len(set(strings))

@@ -96,12 +96,23 @@ def test_linux64_spec_has_every_gpu_backend_zipped_with_its_image(feedstock):
     assert all(isinstance(v, str) for key in ("python", "c_compiler_version") for v in spec[key])
 
 
-@pytest.mark.parametrize("platform", [AARCH64, OSX_ARM64])
-def test_other_platforms_are_cpu_generic_only(feedstock, platform):
-    spec = spec_for(feedstock, platform)
+def test_osx_arm64_is_cpu_generic_only(feedstock):
+    spec = spec_for(feedstock, OSX_ARM64)
     assert spec["gpu_backend"] == ["cpu"]
     assert spec["blas_impl"] == ["generic"]   # MKL is x86_64 only
-    assert spec["megabuild"] == (["true"] if platform.os == "linux" else ["false"])
+    assert spec["megabuild"] == ["false"]
+
+
+def test_aarch64_is_generic_with_cpu_sbsa_and_tegra_cuda(feedstock):
+    spec = spec_for(feedstock, AARCH64)
+    assert spec["blas_impl"] == ["generic"]   # MKL is x86_64 only
+    assert spec["megabuild"] == ["true"]
+    columns = list(zip(spec["gpu_backend"], spec["cuda_compiler_version"], spec["arm_variant_type"],
+                       spec["c_stdlib_version"]))
+    # conda-forge's pinning: sbsa by default, tegra (Jetson Orin) on CUDA 12.9 only, glibc 2.34
+    assert columns == [("cpu", "None", "sbsa", "2.17"), ("cuda", "12.9", "sbsa", "2.17"),
+                       ("cuda", "13.0", "sbsa", "2.28"), ("cuda", "12.9", "tegra", "2.34")]
+    assert ["arm_variant_type"] == [k for g in zip_groups(spec) for k in g if k == "arm_variant_type"]
 
 
 def test_explode_moves_zipped_keys_together(feedstock):
@@ -140,9 +151,13 @@ def test_job_names_are_built_from_the_keys_that_differ(feedstock):
     for job in jobs:
         for key in ("blas_impl", "gpu_backend", "cuda_compiler_version"):
             assert f"{key}{job.config[key][0]}" in job.name
-    # single-valued keys do not appear in the name of the one aarch64 job
-    (aarch64_job,) = platform_jobs(feedstock, analyse_platform(feedstock, AARCH64))
-    assert aarch64_job.name == "linux_aarch64_"
+    # single-valued keys (blas_impl, rocm_version) do not appear in the aarch64 jobs' names
+    names = sorted(job.name for job in platform_jobs(feedstock, analyse_platform(feedstock, AARCH64)))
+    assert names == [
+        "linux_aarch64_arm_variant_typesbsac_stdlib_version2.17cuda_compiler_version12.9gpu_backendcuda",
+        "linux_aarch64_arm_variant_typesbsac_stdlib_version2.17cuda_compiler_versionNonegpu_backendcpu",
+        "linux_aarch64_arm_variant_typesbsac_stdlib_version2.28cuda_compiler_version13.0gpu_backendcuda",
+        "linux_aarch64_arm_variant_typetegrac_stdlib_version2.34cuda_compiler_version12.9gpu_backendcuda"]
 
 
 def test_skipped_platforms_give_no_jobs(feedstock):

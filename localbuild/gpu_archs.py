@@ -1,0 +1,51 @@
+"""The GPU arch list a config builds, from the driver's own tables (recipe/megabuild).
+
+build-locally.py shows it in --dry-run and refuses a --cuda-arch the config's CUDA cannot
+build before anything starts; the driver (stdlib only, like this package) is the one place
+that knows the lists, so it is loaded from the feedstock's recipe/ instead of copied here.
+"""
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+from types import ModuleType
+
+from .configs import CiConfig
+from .errors import EXIT_USAGE, LocalBuildError
+
+
+def _build_env(feedstock_root: Path) -> ModuleType:
+    recipe = str(feedstock_root / "recipe")
+    if recipe not in sys.path:
+        sys.path.insert(0, recipe)
+    return importlib.import_module("megabuild.build_env")
+
+
+def gpu_arch_list(config: CiConfig, feedstock_root: Path, override: str | None) -> str | None:
+    """`TORCH_CUDA_ARCH_LIST` / `PYTORCH_ROCM_ARCH` of the build; None for CPU configs.
+    A --cuda-arch that the config's CUDA cannot build is a LocalBuildError (one line)."""
+    backend, version = config.gpu
+    if backend == "cpu" or not version:
+        return None
+    try:
+        build_env = _build_env(feedstock_root)
+    except ImportError:  # a tree without the driver: the build itself will say so
+        return override
+    error = importlib.import_module("megabuild.errors").MegabuildError
+    if backend == "rocm":
+        try:
+            return override or build_env.rocm_arch_list(version)
+        except error:
+            return None  # a version the tables lack: the driver names the fix
+    if override:
+        try:
+            build_env.check_cuda_archs(override, version)
+        except error as exc:
+            raise LocalBuildError(f"{config.name}: {exc}", EXIT_USAGE) from None
+        return override
+    try:
+        return build_env.cuda_arch_list(version, config.platform,
+                                        config.first("arm_variant_type") or "sbsa")
+    except error:
+        return None

@@ -1,0 +1,106 @@
+"""The linux-aarch64 arch lists, compiled for real: nvcc builds the test project's kernel for
+each list and cuobjdump shows exactly the SASS and PTX the list names, nothing else."""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from megabuild.build_env import (AARCH64_CUDA_ARCH_LISTS, NVCC_ARCHS, check_cuda_archs,
+                                 cuda_arch_list)
+from megabuild.errors import MegabuildError
+
+KERNEL = Path(__file__).resolve().parents[1] / "support" / "megabuild_project" / "cuda" / "Kernels.cu"
+
+
+def _cuobjdump() -> str:
+    """cuobjdump on PATH, or the one of requirements-dev.txt's NVIDIA wheel; else a skip."""
+    wheel = Path(sys.prefix) / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / \
+        "site-packages" / "nvidia" / "cu13" / "bin" / "cuobjdump"
+    found = shutil.which("cuobjdump") or (str(wheel) if wheel.is_file() else None)
+    if found is None:
+        pytest.skip("cuobjdump not found: on PATH or from nvidia-cuda-cuobjdump (requirements-dev.txt)")
+    return found
+
+
+def _nvcc() -> tuple[str, str]:
+    """nvcc on PATH and its major.minor, or a skip saying why."""
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc not on PATH (e.g. /usr/local/cuda/bin)")
+    out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, check=True).stdout
+    return nvcc, re.search(r"release (\d+\.\d+)", out).group(1)
+
+
+def gencode_flags(arch_list: str) -> list[str]:
+    """PyTorch's meaning of TORCH_CUDA_ARCH_LIST: X.Y is SASS for sm_XY only; X.Y+PTX adds the
+    compute_XY PTX, which newer GPUs compile at load time."""
+    flags = []
+    for entry in arch_list.split(";"):
+        cc = entry.removesuffix("+PTX").replace(".", "")
+        codes = f"sm_{cc},compute_{cc}" if entry.endswith("+PTX") else f"sm_{cc}"
+        flags.append(f"-gencode=arch=compute_{cc},code=[{codes}]")
+    return flags
+
+
+def _listed(tool_output: str, suffix: str) -> set[str]:
+    return set(re.findall(r"\.(sm_\d+)\." + suffix, tool_output))
+
+
+@pytest.mark.parametrize("arm_variant, cuda", sorted(AARCH64_CUDA_ARCH_LISTS))
+def test_aarch64_list_compiles_to_exactly_its_sass_and_ptx(tmp_path: Path, arm_variant: str,
+                                                           cuda: str) -> None:
+    nvcc, version = _nvcc()
+    cuobjdump = _cuobjdump()
+    archs = cuda_arch_list(cuda, "linux-aarch64", arm_variant)
+    wanted = {entry.removesuffix("+PTX") for entry in archs.split(";")}
+    if not wanted <= NVCC_ARCHS.get(version, frozenset()):
+        pytest.skip(f"{arm_variant} {cuda} list {archs} needs an nvcc that builds all of it; "
+                    f"this one is CUDA {version}")
+    obj = tmp_path / "Kernels.o"
+    subprocess.run([nvcc, "-c", str(KERNEL), "-o", str(obj), *gencode_flags(archs)],
+                   check=True, capture_output=True, text=True)
+    elf = subprocess.run([cuobjdump, "--list-elf", str(obj)], capture_output=True, text=True,
+                         check=True).stdout
+    ptx = subprocess.run([cuobjdump, "--list-ptx", str(obj)], capture_output=True, text=True,
+                         check=True).stdout
+    sass_expected = {"sm_" + a.replace(".", "") for a in wanted}
+    ptx_expected = {"sm_" + e.removesuffix("+PTX").replace(".", "") for e in archs.split(";")
+                    if e.endswith("+PTX")}
+    assert _listed(elf, "cubin") == sass_expected, elf
+    assert _listed(ptx, "ptx") == ptx_expected, ptx
+
+
+def test_tegra_is_orin_only_and_cuda13_sbsa_covers_orin_thor_and_spark() -> None:
+    assert cuda_arch_list("12.9", "linux-aarch64", "tegra") == "8.7+PTX"
+    sbsa13 = set(cuda_arch_list("13.0", "linux-aarch64", "sbsa").split(";"))
+    assert {"8.7", "11.0", "12.1"} <= {a.removesuffix("+PTX") for a in sbsa13}
+    with pytest.raises(MegabuildError, match=r"unknown CUDA \(tegra\) version '13\.0'"):
+        cuda_arch_list("13.0", "linux-aarch64", "tegra")
+
+
+def test_nvcc_table_matches_the_real_nvcc() -> None:
+    nvcc, version = _nvcc()
+    if version not in NVCC_ARCHS:
+        pytest.skip(f"no NVCC_ARCHS entry for this nvcc (CUDA {version})")
+    out = subprocess.run([nvcc, "--list-gpu-code"], capture_output=True, text=True, check=True).stdout
+    real = {f"{int(cc) // 10}.{int(cc) % 10}" for cc in re.findall(r"sm_(\d+)", out)}
+    assert NVCC_ARCHS[version] == real
+
+
+@pytest.mark.parametrize("archs, cuda", [("5.0;8.0", "13.0"), ("8.0;13.5+PTX", "12.9")])
+def test_an_arch_the_cuda_cannot_build_is_one_line(archs: str, cuda: str) -> None:
+    with pytest.raises(MegabuildError, match=f"CUDA {cuda} cannot build compute capability") as info:
+        check_cuda_archs(archs, cuda)
+    assert "\n" not in str(info.value)
+    check_cuda_archs("7.5;12.0+PTX", cuda)  # every one buildable: no error
+
+
+def test_x86_64_cuda13_list_is_upstreams_plus_ptx() -> None:
+    # upstream's 2.14.1 cu130 wheel: sm_75, 80, 86, 90, 100, 120; 11.0 (Jetson Thor) is Arm-only
+    assert cuda_arch_list("13.0", "linux-64") == "7.5;8.0;8.6;9.0;10.0;12.0+PTX"
+    assert "11.0" in cuda_arch_list("13.0", "linux-aarch64", "sbsa").split(";")
