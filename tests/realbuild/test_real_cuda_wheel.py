@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.paths import REPO_ROOT
-from tests.support.real_wheel.cuda_wheel import links_magma, wheel_cuda_version
+from tests.support.real_wheel.cuda_wheel import links_magma
 from tests.support.real_wheel.wheel_frontend import recipe_patches, unpack_size, write_frontend_override
 
 pytest.importorskip("rattler_build", reason="py-rattler-build (requirements-dev.txt) is not installed")
@@ -31,11 +31,11 @@ from megabuild.build_env import cuda_arch_list  # noqa: E402
 from tests.realbuild.cuda import cuda_job, fatbin_archs, nvcc_major_minor  # noqa: E402
 from tests.realbuild.cuda_wheel_job import (add_wheel_only_libraries, bumped_feedstock,  # noqa: E402
                                             extras_channel, magma_only_variant)
-from tests.realbuild.feedstock_build import build_feedstock, copy_recipe  # noqa: E402
+from tests.realbuild.feedstock_build import ChannelIncomplete, build_feedstock, check_channel, copy_recipe  # noqa: E402
 from tests.realbuild.install import (SolveError, escaping_symlinks, files_in_two_packages,  # noqa: E402
                                      install_from_channel, installed_files, run_paths_outside, solve)
 from tests.support.nvidia_wheels import nvidia_channel  # noqa: E402
-from tests.support.toolchain import ToolchainUnavailable  # noqa: E402
+from tests.support.toolchain import ToolchainUnavailable, index_channel  # noqa: E402
 
 VERSION = "2.14.1"
 CUDA = "13.0"
@@ -45,20 +45,6 @@ TAG = "cuda" + CUDA.replace(".", "")
 # unpacked copies of the wheel's payload during the build (work folders, host prefixes, test
 # environments, the installed prefix), plus the NVIDIA packages
 DISK_COPIES = 8
-
-
-@pytest.fixture(scope="session")
-def cuda_torch_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The real torch 2.14.1 CUDA 13.0 wheel for CPython 3.11 (pip's local index)."""
-    from tests.support import megabuild_harness
-
-    try:
-        wheel = megabuild_harness.download_torch_wheel(tmp_path_factory.mktemp("cuda-wheel"), VERSION)
-    except megabuild_harness.HarnessUnavailable as exc:
-        pytest.skip(str(exc))
-    if wheel_cuda_version(wheel) != CUDA:
-        pytest.skip(f"{wheel.name} is not the CUDA {CUDA} build")
-    return wheel
 
 
 @pytest.fixture(scope="session")
@@ -93,7 +79,8 @@ def cudawheel(realbuild_toolchain: dict, cuda_torch_wheel: Path, pytorch_cmakeca
     prefix = work / "elsewhere" / "env"
     records = install_from_channel(build.output_dir, ["pytorch-gpu", f"python {PYTHON}.*", "pip"], prefix,
                                    cuda=CUDA, cache=work / "pkgs", extra_channels=channels)
-    return {"work": work, "feedstock": feedstock, "build": build, "prefix": prefix, "records": records,
+    return {"work": work, "feedstock": feedstock, "recipe": recipe, "variant": variant, "toolchain": toolchain,
+            "nvidia": nvidia, "extras": extras, "build": build, "prefix": prefix, "records": records,
             "python": prefix / "bin" / "python", "channels": [build.output_dir, *channels],
             "activations": activations, "wheel": cuda_torch_wheel}
 
@@ -232,3 +219,44 @@ def test_installed_prefix_is_clean(cudawheel):
     assert files_in_two_packages(prefix) == {}
     assert escaping_symlinks(prefix, OUR_PACKAGES) == []
     assert (prefix / f"lib/python{PYTHON}/site-packages/torch/lib/libtorch_cuda.so").is_symlink()
+
+
+def _channel_without(channel: Path, names: set[str], dest: Path) -> Path:
+    """A copy of `channel` (hard links) without the packages `names`."""
+    (dest / "linux-64").mkdir(parents=True)
+    for package in channel.glob("linux-64/*.conda"):
+        if package.name.rsplit("-", 2)[0] not in names:
+            os.link(package, dest / "linux-64" / package.name)
+    index_channel(dest)
+    return dest
+
+
+def test_missing_cuda_library_is_named_before_building_and_at_install(cudawheel, tmp_path):
+    """A channel without cuBLAS: the build stops before it starts, and the install's solve,
+    each with one line naming the package."""
+    partial = _channel_without(cudawheel["nvidia"], {"libcublas", "libcublas-dev"}, tmp_path / "partial")
+    with pytest.raises(ChannelIncomplete) as err:
+        check_channel(cudawheel["recipe"], cudawheel["variant"], cudawheel["toolchain"].channel,
+                      (partial, cudawheel["extras"]))
+    assert "'libcublas-dev'" in str(err.value) and "\n" not in str(err.value)
+    channels = [cudawheel["build"].output_dir, cudawheel["toolchain"].channel, partial, cudawheel["extras"]]
+    with pytest.raises(SolveError) as err:
+        solve(channels, ["pytorch-gpu"], cuda=CUDA)
+    assert "libcublas" in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("job_cuda", ["12.9", "None"])
+def test_wheel_of_another_cuda_version_is_refused_before_anything_is_written(cuda_torch_wheel, pytorch_cmakecache_dir,
+                                                                             tmp_path, job_cuda):
+    from types import SimpleNamespace
+
+    from megabuild.errors import MegabuildError
+    from tests.support.real_wheel.wheel_frontend import WheelFrontend
+
+    ctx = SimpleNamespace(src_dir=tmp_path / "src", python=Path(os.sys.executable), env={},
+                          variant={"cuda_compiler_version": job_cuda})
+    with pytest.raises(MegabuildError) as err:
+        WheelFrontend(cuda_torch_wheel, pytorch_cmakecache_dir).build(ctx)
+    job = "CPU" if job_cuda == "None" else f"CUDA {job_cuda}"
+    assert str(err.value).startswith(f"{cuda_torch_wheel.name} is built for CUDA {CUDA}, the job for {job};")
+    assert "\n" not in str(err.value) and not (tmp_path / "src").exists()
