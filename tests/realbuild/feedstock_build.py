@@ -118,6 +118,16 @@ def failed_test_output(output_dir: Path, channels: list[Path], lines: int = 25) 
     return "".join(report)
 
 
+def failed_script_output(output_dir: Path, lines: int = 15) -> str:
+    """The end of the newest build script log under output_dir/bld (a failing build step's
+    traceback or error line; rattler-build's own log does not reach Python)."""
+    logs = sorted(output_dir.glob("bld/*/work/conda_build.log"), key=lambda p: p.stat().st_mtime)
+    if not logs:
+        return ""
+    tail = logs[-1].read_text(errors="replace").splitlines()[-lines:]
+    return f"\n--- {logs[-1]}:\n" + "\n".join(tail)
+
+
 def build_feedstock(recipe: Path, variant_file: Path, channel: Path, output_dir: Path, *,
                     test: str = "skip", environ: dict[str, str] | None = None,
                     extra_channels: tuple[Path, ...] = ()) -> FeedstockBuild:
@@ -142,7 +152,8 @@ def build_feedstock(recipe: Path, variant_file: Path, channel: Path, output_dir:
         log = output_dir / "rattler-build-log.txt"
         raise BuildFailed(f"rattler-build failed for {variant_file.stem}: "
                           f"{' '.join(str(err).split())[:300]} (log: {log})"
-                          f"{failed_test_output(output_dir, [output_dir, *channels])}") from None
+                          f"{failed_test_output(output_dir, [output_dir, *channels]) or failed_script_output(output_dir)}"
+                          ) from None
     finally:
         for key, value in saved.items():
             if value is None:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from megabuild.errors import MegabuildError
+from tests.support.paths import REPO_ROOT
 from tests.support.real_wheel.build_cache import Interpreter, fixture_for, read_cache, write_build_cache
 from tests.support.real_wheel.cuda_wheel import (drop_nvidia_rpath, drop_wheel_rpaths, links_magma, source_build_metadata,
                                                  wheel_cuda_version)
@@ -263,7 +264,7 @@ def write_frontend_override(dest: Path, wheel: Path, cache_fixtures: Path, patch
     """A file for the driver's $MEGABUILD_FRONTEND: its frontend() is a WheelFrontend of these
     arguments, so a real recipe build (rattler-build, build.sh, the driver's steps) packages the
     real wheel instead of compiling PyTorch."""
-    repo_root = Path(__file__).resolve().parents[2]
+    repo_root = REPO_ROOT
     dest.parent.mkdir(parents=True, exist_ok=True)
     dest.write_text(
         '"""Written by tests/support/real_wheel/wheel_frontend.py for MEGABUILD_FRONTEND."""\n'
