@@ -22,7 +22,7 @@ import pytest
 
 from tests.support.paths import REPO_ROOT
 from tests.support.real_wheel.cuda_wheel import links_magma
-from tests.support.real_wheel.wheel_frontend import recipe_patches, unpack_size, write_frontend_override
+from tests.support.real_wheel.wheel_frontend import recipe_patches, write_frontend_override
 
 pytest.importorskip("rattler_build", reason="py-rattler-build (requirements-dev.txt) is not installed")
 pytest.importorskip("rattler", reason="py-rattler (requirements-dev.txt) is not installed")
@@ -31,6 +31,7 @@ from megabuild.build_env import cuda_arch_list  # noqa: E402
 from tests.realbuild.cuda import cuda_job, fatbin_archs, nvcc_major_minor  # noqa: E402
 from tests.realbuild.cuda_wheel_job import (add_wheel_only_libraries, bumped_feedstock,  # noqa: E402
                                             extras_channel, magma_only_variant)
+from tests.realbuild.session import wheel_work_dir  # noqa: E402
 from tests.realbuild.feedstock_build import ChannelIncomplete, build_feedstock, check_channel, copy_recipe  # noqa: E402
 from tests.realbuild.install import (SolveError, escaping_symlinks, files_in_two_packages,  # noqa: E402
                                      install_from_channel, installed_files, run_paths_outside, solve)
@@ -49,13 +50,9 @@ DISK_COPIES = 8
 
 @pytest.fixture(scope="session")
 def cudawheel(realbuild_toolchain: dict, cuda_torch_wheel: Path, pytorch_cmakecache_dir: Path) -> dict:
-    work = realbuild_toolchain["work"] / "cuda-wheel"
-    work.mkdir()
-    needed = DISK_COPIES * unpack_size(cuda_torch_wheel)
-    if shutil.disk_usage(work).free < needed:
-        pytest.skip(f"packaging the CUDA wheel needs about {needed >> 30} GiB free under {work}")
     versions = realbuild_toolchain["versions"]
     try:
+        work = wheel_work_dir(realbuild_toolchain["work"] / "cuda-wheel", cuda_torch_wheel, DISK_COPIES)
         if nvcc_major_minor(versions) != CUDA:
             pytest.skip(f"the downstream CUDA builds need nvcc {CUDA}, this machine has {versions['nvcc']}")
         feedstock, source = bumped_feedstock(work, cuda_torch_wheel, VERSION)
