@@ -374,11 +374,14 @@ def machine_outputs(needed: dict[str, Spec], versions: dict[str, str],
         # the toolkit's own nvcc (as conda's sits in its toolkit), not the PATH entry, which may
         # be a wrapper: a build whose CMake reports this path took it from the activation
         toolkit_nvcc = cuda_root / "bin" / "nvcc"
-        # CMake's FindCUDAToolkit (find_package(Torch) of a CUDA libtorch) gets the toolkit
-        # through CMAKE_ARGS, as conda-forge's nvcc activation passes CUDAToolkit_ROOT
+        # find_package(Torch) of a CUDA libtorch runs find_package(CUDA) (the old FindCUDA,
+        # which resolves /usr/local/bin/nvcc to the wrong root) and looks for libnvrtc.so, which
+        # conda's cuda-nvrtc-dev puts into $PREFIX/lib: the toolkit root and the prefix go in
+        # through CMAKE_ARGS, as conda-forge's activations pass theirs
         compilers["cuda-nvcc_linux-64"] = ("nvcc", {"CUDACXX": str(toolkit_nvcc if toolkit_nvcc.is_file() else nvcc),
                                                      "CUDA_HOME": str(cuda_root),
-                                                     "CMAKE_ARGS": f'"${{CMAKE_ARGS:-}} -DCUDAToolkit_ROOT={cuda_root}"'})
+                                                     "CMAKE_ARGS": (f'"${{CMAKE_ARGS:-}} -DCUDAToolkit_ROOT={cuda_root} -DCUDA_TOOLKIT_ROOT_DIR={cuda_root} '
+                                                                    '-DCMAKE_PREFIX_PATH=${PREFIX:-${CONDA_PREFIX:-}}"')})
     for name, spec in sorted(needed.items()):
         if name in skip:
             continue
