@@ -158,7 +158,7 @@ def test_arch_list_against_the_drivers_table(cudawheel):
         "## CUDA architectures: the 2.14.1 wheel against the driver", 1)[1]
 
     def listed(label: str) -> list[str]:
-        return re.findall(r"sm_(\d+)", re.search(rf"{label}: ([^\n]*)", section).group(1))
+        return re.findall(r"sm_(\d+)", re.search(rf"{re.escape(label)}[^:\n]*: ([^\n]*)", section).group(1))
 
     assert listed("reported by torch") == [str(a) for a in sorted(wheel)]
     assert listed("cubins in libtorch_cuda.so") == [str(a) for a in sorted(cubins)]
@@ -175,10 +175,13 @@ def test_cmake_test_with_cuda_and_the_machines_nvcc(cudawheel, tmp_path):
     prefix, build = cudawheel["prefix"], tmp_path / "build"
     project = tmp_path / "cmake_test"
     shutil.copytree(REPO_ROOT / "recipe" / "cmake_test", project)
-    nvcc = cudawheel["activations"].get("cuda-nvcc_linux-64", {}).get("CUDACXX") or shutil.which("nvcc")
+    toolkit = cudawheel["activations"]["cuda-nvcc_linux-64"]
+    # what conda's nvcc activation passes: the toolkit root (Caffe2's config still uses the old
+    # FindCUDA) and the prefix, where cuda-nvrtc-dev & co. put their libraries
     out = run(["cmake", "-S", project, "-B", build, "-G", "Ninja", "-DWITH_TORCH_PYTHON=ON",
                f"-DTorch_DIR={prefix / 'share/cmake/Torch'}", f"-DPython3_EXECUTABLE={cudawheel['python']}",
-               f"-DCMAKE_CUDA_COMPILER={nvcc}"]).stdout
+               f"-DCMAKE_CUDA_COMPILER={toolkit['CUDACXX']}", f"-DCUDA_TOOLKIT_ROOT_DIR={toolkit['CUDA_HOME']}",
+               f"-DCUDAToolkit_ROOT={toolkit['CUDA_HOME']}", f"-DCMAKE_PREFIX_PATH={prefix}"]).stdout
     cache = (build / "CMakeCache.txt").read_text()
     assert re.search(r"^CUDAToolkit_NVCC_EXECUTABLE:FILEPATH=.*nvcc$", cache, re.MULTILINE), out[-2000:]
     run(["cmake", "--build", build])
@@ -201,8 +204,8 @@ def test_downstream_cuda_extension_compiles_with_nvcc_and_loads(cudawheel, tmp_p
         "from torch.utils.cpp_extension import BuildExtension, CUDAExtension\n"
         "setup(name='cuda-ext', version='0.1', ext_modules=[CUDAExtension('cuda_ext', ['kernel.cu'])],\n"
         "      cmdclass={'build_ext': BuildExtension})\n")
-    nvcc = Path(shutil.which("nvcc")).resolve()
-    env = {"MAX_JOBS": "2", "CFLAGS": "-O0 -g0", "CUDA_HOME": str(nvcc.parent.parent), "TORCH_CUDA_ARCH_LIST": "7.5"}
+    cuda_home = cudawheel["activations"]["cuda-nvcc_linux-64"]["CUDA_HOME"]  # the toolkit behind nvcc
+    env = {"MAX_JOBS": "2", "CFLAGS": "-O0 -g0", "CUDA_HOME": cuda_home, "TORCH_CUDA_ARCH_LIST": "7.5"}
     run([cudawheel["python"], "-m", "pip", "install", "--quiet", "--no-build-isolation", "--no-deps", "--no-index", src], env)
     assert run([cudawheel["python"], "-c", "import torch, cuda_ext; print(cuda_ext.threads())"]).stdout.strip() == "128"
     built = next((cudawheel["prefix"] / f"lib/python{PYTHON}/site-packages").glob("cuda_ext*.so"))
