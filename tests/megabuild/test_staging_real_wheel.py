@@ -29,7 +29,7 @@ from tests.support.real_wheel.recipe_tests import RecipeTests, recipe_tests
 from tests.support.real_wheel.wheel_frontend import (RETARGETED_KEYS, WheelFrontend, free_bytes, patch_for_wheel,
                                          patch_targets, recipe_patches, unpack_size, wheel_path)
 
-LAYOUT_DIR = Path(__file__).resolve().parent / "layout"
+LAYOUT_DIR = REPO_ROOT / "tests" / "support" / "real_wheel"  # the layout harness and its data
 PREFIX_REQUIREMENTS = LAYOUT_DIR / "prefix-requirements.txt"
 CMAKE_TEST_DIR = REPO_ROOT / "recipe" / "cmake_test"
 META_YAML = REPO_ROOT / "recipe" / "meta.yaml"
