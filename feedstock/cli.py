@@ -20,8 +20,10 @@ Run from the feedstock root (or pass --feedstock-root) with the test environment
 RERENDER_HELP = """\
 Regenerate .ci_support/ from recipe/meta.yaml, recipe/conda_build_config.yaml and the pinning
 file, as conda-smithy rerender does: one file per CI job, named after the keys that differ.
-Also writes the GitHub Actions workflow .github/workflows/build.yml from conda-forge.yml
-(one build per job; runner labels, timeout, GPU test runners under github_actions:).
+Also writes the GitHub Actions workflow .github/workflows/build.yml (one build per job):
+runner labels per platform and GPU test runners from ci-runners.yml, the timeout and
+self_hosted from conda-forge.yml's github_actions:. Unknown keys in ci-runners.yml or under
+github_actions:, and unknown provider: platforms or CI services, are errors.
 Nothing is written unless every job could be computed; stale job files are removed last.
 With --check, write nothing: exit 1 and name every stale, missing or extra file."""
 
@@ -36,16 +38,20 @@ LINT_HELP = """\
 Check the recipe: every selector parses and names known things, every patch listed in
 meta.yaml exists and every file under recipe/patches is listed, zip_keys groups have equal
 lengths on every platform, every output has a test and no test command negated with '!'
-(conda-build's set -e ignores it), .ci_support/ is current, and build strings are unique
-across the matrix. Prints one line per finding; exit 1 if any."""
+(conda-build's set -e ignores it), .ci_support/ and the workflow are current, build strings
+are unique across the matrix, and the build driver accepts every config's variant.
+Prints one line per finding; exit 1 if any."""
 
 
 PARITY_HELP = """\
 Render recipe/meta.yaml (our renderer) and recipe/recipe.yaml (rattler-build's renderer, from
 py-rattler-build) for every .ci_support job and compare each output: name, version, build
 number, build string without its hash, requirements per section, run_exports, run_constraints,
-de-prioritisation and tests. One line per difference, exit 1 if any; the last line is
-`parity: N configs, M outputs equal`. Also run by lint."""
+de-prioritisation and tests. Then, on every platform conda knows (with or without a job), which
+outputs each recipe builds and which it skips, variant by variant. One line per difference
+(`parity: pytorch on osx-arm64: meta.yaml skips it, recipe.yaml builds it`), exit 1 if any;
+the last line is `parity: N configs, M outputs: E equal, D differ; skips on P platforms: S
+differ`. Also run by lint."""
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -3,17 +3,53 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterable
 
 import yaml
 
 from .errors import FeedstockError
-from .platforms import Platform
+from .platforms import KNOWN_SUBDIRS, Platform
+from .suggest import close_names
 
 # conda-smithy renders these unless conda-forge.yml says otherwise; others need a provider entry
 DEFAULT_PLATFORMS = ("linux_64", "osx_64", "win_64")
 # where the feedstock's own pinning file may live (first found wins) unless conda-forge.yml names it
 PINNING_CANDIDATES = ("pinning.yaml", "conda_build_config.yaml", ".ci_support/pinning.yaml",
                       "recipe/pinning.yaml", "recipe/conda_forge_pinning.yaml")
+# every platform name conda-smithy accepts as a key of provider: (linux_64, ...); the bare
+# os names are its aliases for all platforms of that os, which we do not expand
+PLATFORM_NAMES = tuple(subdir.replace("-", "_") for subdir in KNOWN_SUBDIRS)
+PROVIDER_ALIASES = ("linux", "osx", "win")
+# provider values conda-smithy's schema accepts (its CIservices and DeprecatedCIservices enums,
+# conda_smithy/schema.py), besides false/null, a boolean, or a list of these
+CI_SERVICES = ("azure", "github_actions", "default", "emulated", "native", "None")
+DEPRECATED_CI_SERVICES = ("circle", "travis", "appveyor", "drone", "woodpecker")
+
+
+def did_you_mean(wrong: str, known: Iterable[str], listed: str | None = None) -> str:
+    """'did you mean X?' with the closest known name (then `listed`, if given), else `listed`
+    or every known name."""
+    known = list(known)
+    same_but_case = [k for k in known if k.lower() == wrong.lower()]
+    close = (same_but_case or close_names(wrong, known))[:1]
+    if not close:
+        return listed or f"known: {', '.join(known)}"
+    return f"did you mean {close[0]}?" + (f" ({listed})" if listed else "")
+
+
+def provider_enabled(platform: str, value: object) -> bool:
+    """Whether a provider: value turns the platform on; an unknown CI service is an error.
+
+    False, null, None and an empty list turn it off; a list is on when any entry is."""
+    services = value if isinstance(value, list) else [value]
+    known = CI_SERVICES + DEPRECATED_CI_SERVICES
+    for service in services:
+        if service is not None and not isinstance(service, bool) and str(service) not in known:
+            listed = (f"conda-smithy knows {', '.join(CI_SERVICES)} and the deprecated "
+                      f"{', '.join(DEPRECATED_CI_SERVICES)}; false or null turns a platform off")
+            raise FeedstockError(f"conda-forge.yml: provider.{platform}: unknown CI service "
+                                 f"'{service}'; {did_you_mean(str(service), known, listed)}")
+    return any(service not in (None, False, "None") for service in services)
 
 
 @dataclass(frozen=True)
@@ -62,14 +98,11 @@ class Feedstock:
     def platforms(self) -> list[Platform]:
         """Target platforms in conda-smithy's sense: defaults plus every one given a provider."""
         providers = self.forge_config.get("provider") or {}
-
-        def enabled(value: object) -> bool:
-            # null, "None" and "" all switch a platform off
-            return bool(value) and str(value).strip().lower() not in ("none", "null")
-
-        names = [name for name in DEFAULT_PLATFORMS if enabled(providers.get(name, "default"))]
+        names = [name for name in DEFAULT_PLATFORMS
+                 if provider_enabled(name, providers.get(name, "default"))]
         for name, provider in providers.items():
-            if enabled(provider) and "_" in str(name) and name not in names:
+            if str(name) not in PROVIDER_ALIASES and provider_enabled(str(name), provider) \
+                    and name not in names:
                 names.append(name)
         return [_known_platform(str(name), "provider") for name in names]
 
@@ -82,7 +115,7 @@ def _known_platform(name: str, section: str) -> Platform:
     platform = Platform.from_name(name)
     if not platform.is_known:
         raise FeedstockError(f"conda-forge.yml: {section} names unknown platform '{name}'; "
-                             "use names like linux_64, linux_aarch64, osx_arm64")
+                             f"{did_you_mean(name, PLATFORM_NAMES)}")
     return platform
 
 
@@ -104,6 +137,11 @@ def load_feedstock(root: Path) -> Feedstock:
     for section in ("provider", "build_platform"):
         if not isinstance(config.get(section) or {}, dict):
             raise FeedstockError(f"conda-forge.yml: {section} must be a mapping of platform names; fix it")
+    # every key and value, not only the enabled ones: a typo must not switch a platform off
+    for name, value in (config.get("provider") or {}).items():
+        if str(name) not in PROVIDER_ALIASES:
+            _known_platform(str(name), "provider")
+        provider_enabled(str(name), value)
     feedstock = Feedstock(root=root, forge_config=config)
     if not feedstock.meta_yaml.is_file():
         raise FeedstockError(f"{feedstock.meta_yaml} not found; the recipe must live in recipe/")

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import signal
 import sys
 import time
@@ -22,7 +23,9 @@ DESCRIPTION = """\
 Build the feedstock's .ci_support configs locally: Linux configs in their Docker (or Podman)
 image, or natively with --native. Several configs run as a batch: finished configs (done-marker
 build_artifacts/conda-forge-build-done-<config>) are skipped, each config logs to
-build_artifacts/<config>-log.txt, a failure does not stop the others, a summary ends the run."""
+build_artifacts/<config>-log.txt, a failure does not stop the others, a summary ends the run.
+One run at a time per build_artifacts/: a second run (another terminal, or another machine on a
+shared filesystem) waits for the first to finish, saying whose run it waits for."""
 
 EPILOG = """\
 examples:
@@ -43,7 +46,8 @@ environment:
 exit status:
   0 all selected configs built (or were already built)   1 a config failed
   2 bad arguments / unknown config / nothing to build    3 preflight: no engine or build tool,
-  too little disk, CPU_COUNT above the cores             130 interrupted (Ctrl-C, SIGTERM)
+  too little disk, CPU_COUNT above the cores             4 --no-wait and another run holds
+  the build_artifacts/ lock                              130 interrupted (Ctrl-C, SIGTERM)
 """
 
 
@@ -73,7 +77,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="zip the logs and the summary into build_artifacts/build-logs-*.zip")
     batch.add_argument("--dry-run", action="store_true",
                        help="print image, command, environment, outputs, marker and log of each "
-                            "config; run nothing")
+                            "config; run nothing (takes no lock)")
+    batch.add_argument("--no-wait", action="store_true",
+                       help="if another run holds the build_artifacts/ lock, exit 4 at once "
+                            "(saying whose run) instead of waiting for it")
 
     backend = parser.add_argument_group("where to build")
     backend.add_argument("--engine", metavar="EXE",
@@ -149,8 +156,10 @@ def _gigabytes(text: str) -> float:
 def main(feedstock_root: Path, argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    # for the lock note: a waiting run shows whose run it waits for
+    command_line = "build-locally.py " + shlex.join(sys.argv[1:] if argv is None else argv)
     try:
-        return _main(feedstock_root.resolve(), args)
+        return _main(feedstock_root.resolve(), args, command_line)
     except LocalBuildError as exc:
         sys.stdout.flush()
         print(f"error: {exc}", file=sys.stderr)
@@ -163,7 +172,7 @@ def main(feedstock_root: Path, argv: list[str] | None = None) -> int:
         return 0
 
 
-def _main(root: Path, args: argparse.Namespace) -> int:
+def _main(root: Path, args: argparse.Namespace, command_line: str) -> int:
     environ = dict(os.environ)
     names = config_names(root)
     if args.list:
@@ -213,14 +222,21 @@ def _main(root: Path, args: argparse.Namespace) -> int:
         return 0
     from . import preflight
     from .batch import BatchOptions, run_batch, will_run
+    from .lock import artifacts_lock
 
+    # before the lock: a machine that cannot build creates nothing, not even build_artifacts/
     runnable = [plan for plan in plans if will_run(plan, args.force)]
     preflight.run_all(runnable, options.engine, root, options.cpu_count, args.min_free_gb,
                       options.tool, environ)
     signal.signal(signal.SIGTERM, _raise_interrupt)  # schedulers stop jobs with SIGTERM
-    batch = BatchOptions(force=args.force, keep_going=args.keep_going, prune=args.prune,
-                         zip_logs=args.zip_logs)
-    return run_batch(plans, options, batch, Console(), environ)
+    console = Console()
+    with artifacts_lock(options.artifacts, command_line, not args.no_wait, console.say):
+        # a run we waited for may have built some of these configs and used the disk
+        runnable = [plan for plan in plans if will_run(plan, args.force)]
+        preflight.check_disk(options.artifacts, runnable, args.min_free_gb)
+        batch = BatchOptions(force=args.force, keep_going=args.keep_going, prune=args.prune,
+                             zip_logs=args.zip_logs)
+        return run_batch(plans, options, batch, console, environ)
 
 
 def _raise_interrupt(signum: int, frame: object) -> None:

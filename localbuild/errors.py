@@ -5,6 +5,7 @@ EXIT_OK = 0
 EXIT_BUILD_FAILED = 1      # at least one config failed to build
 EXIT_USAGE = 2             # bad arguments, unknown config, nothing selectable
 EXIT_PREFLIGHT = 3         # the machine cannot build: no engine, no tool, too little disk, CPU_COUNT
+EXIT_BUSY = 4              # --no-wait and another run holds the build_artifacts/ lock: try later
 EXIT_INTERRUPTED = 130     # Ctrl-C / SIGTERM during a build (summary still printed)
 
 

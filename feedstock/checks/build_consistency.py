@@ -18,7 +18,7 @@ from ..ci.jobs import CiJob
 from ..layout import Feedstock
 from ..render.outputs import render_job
 from ..render.variants import PlatformMatrix
-from .driver_facts import configuring_steps, reported_version, system_library_packages
+from .driver_facts import DriverRefusal, configuring_steps, reported_version, system_library_packages
 
 TOP_LEVEL = "libtorch-split"
 # python -c "...; assert torch.__version__... == '2.13.0' ..."
@@ -53,6 +53,7 @@ def check_system_library_hosts(feedstock: Feedstock, matrices: list[PlatformMatr
 
 
 def check_reported_version(feedstock: Feedstock, jobs: list[CiJob]) -> list[str]:
+    """Also where a variant the driver refuses shows up: one finding per job, never a traceback."""
     findings: list[str] = []
     for job in jobs:
         for out in render_job(feedstock, job.name, job.config):
@@ -60,8 +61,13 @@ def check_reported_version(feedstock: Feedstock, jobs: list[CiJob]) -> list[str]
             asserted = {m.group(1) for c in commands for m in _VERSION_ASSERT.finditer(c)}
             if out.name != "pytorch":
                 continue
-            reported, number = reported_version(feedstock.recipe_dir, out.variant, out.version,
-                                                out.build_number)
+            try:
+                reported, number = reported_version(feedstock.recipe_dir, out.variant, out.version,
+                                                    out.build_number)
+            except DriverRefusal as err:
+                findings.append(f"recipe/conda_build_config.yaml: the build driver refuses "
+                                f"config {job.name}: {err}")
+                continue
             where = f"recipe/meta.yaml: pytorch in {job.name}"
             if not asserted:
                 findings.append(f"{where}: no test asserts torch.__version__; add one that "

@@ -169,7 +169,8 @@ def lint(root: Path) -> list[str]:
 
 
 def check_workflow(feedstock: Feedstock, jobs: list[CiJob]) -> list[str]:
-    """The committed CI workflow is what rerender writes from conda-forge.yml and the jobs."""
+    """The committed CI workflow is what rerender writes from conda-forge.yml, ci-runners.yml
+    and the jobs (a bad or unknown setting there is a finding too)."""
     try:
         state = workflow_state(feedstock, expected_workflow(feedstock, jobs))
     except FeedstockError as err:

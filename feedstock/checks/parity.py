@@ -14,6 +14,17 @@ comparable form (``Comparable``):
 - tests: commands in order, imports, test requirements, test files.
 
 Every difference is one line ``<job>: <output>: <what> ...``.
+
+A job compares only what meta.yaml builds: a platform or variant meta.yaml skips has no job,
+so a recipe.yaml that still builds there would pass unseen. ``platform_skips`` closes that:
+on every platform conda knows (``feedstock.platforms.KNOWN_SUBDIRS``), job or not, it renders
+both recipes for each variant of the platform's full matrix (one variant at a time, the same
+values on both sides) and compares which outputs each builds. One line per difference:
+``<output> on <platform>: meta.yaml skips it, recipe.yaml builds it`` (or the reverse), or, when
+both build it but in different variants, the counts and the first variant that differs. A
+platform the variant config gives no values (win-64 here: pinning.yaml defines no compilers
+for it) is rendered once, with the first variant of the feedstock's first platform under the
+platform's own defaults: the skip selectors that name the platform still decide.
 """
 from __future__ import annotations
 
@@ -26,7 +37,12 @@ from typing import Any, Iterable
 from ..ci.rerender import protected_files
 from ..errors import FeedstockError
 from ..layout import Feedstock, load_feedstock
+from ..platforms import KNOWN_SUBDIRS, Platform, environ_with
+from ..render.matrix import Variant, explode, loop_keys
 from ..render.outputs import load_ci_config, pin_from_variant, render_job
+from ..render.recipe_render import read_recipe, render_recipe_text
+from ..render.variant_config import internal_defaults, load_variant_spec
+from ..render.variants import smithy_environ, used_by_outputs
 
 SECTIONS = ("build", "host", "run", "run_constrained")
 _HASH = re.compile(r"(?<![0-9a-z])h[0-9a-f]{7}(?=_|$|\s)")
@@ -63,10 +79,17 @@ class ParityReport:
     differences: list[str] = field(default_factory=list)
     seconds_ours: float = 0.0
     seconds_rattler: float = 0.0
+    platforms: int = 0                  # platforms whose skips were compared (0: not checked)
+    skip_differences: int = 0
 
     @property
     def summary(self) -> str:
-        return f"parity: {self.configs} configs, {self.equal} outputs equal"
+        """Both counts, so a failing run never reads as a pass."""
+        text = (f"parity: {self.configs} configs, {self.outputs} outputs: {self.equal} equal, "
+                f"{self.outputs - self.equal} differ")
+        if self.platforms:
+            text += f"; skips on {self.platforms} platforms: {self.skip_differences} differ"
+        return text
 
 
 def mask_hash(text: str) -> str:
@@ -292,8 +315,125 @@ def compare_config(name: str, ours: list[Comparable], theirs: list[Comparable]) 
     return lines, len(ours) + len(by_key), equal
 
 
-def parity(root: Path, configs: list[str] | None = None) -> ParityReport:
-    """Render both recipes for every .ci_support job (or the named ones) and compare."""
+# --- skip: which outputs each recipe builds on every platform ------------------------------------
+
+@dataclass
+class _PlatformBuilds:
+    """What one recipe builds on one platform: output name -> indexes of the variants that build
+    it, or the one-line error that stopped the render."""
+
+    outputs: dict[str, set[int]] = field(default_factory=dict)
+    error: str = ""
+
+
+def platform_variants(feedstock: Feedstock, platform: Platform, fallback: Variant | None) -> list[Variant]:
+    """The platform's full variant matrix; ``fallback`` under the platform's own defaults where the
+    variant config has no values for it (its zip groups do not load there)."""
+    raw = read_recipe(feedstock.recipe_dir)
+    environ = environ_with(smithy_environ(feedstock, platform, raw))
+    try:
+        return explode(load_variant_spec(feedstock.variant_config_files(), platform, feedstock.root,
+                                         feedstock.build_platform(platform), environ))
+    except FeedstockError:
+        if fallback is None:
+            raise
+        return [{**fallback, **internal_defaults(platform)}]
+
+
+def _meta_builds(feedstock: Feedstock, platform: Platform, variants: list[Variant]) -> _PlatformBuilds:
+    raw = read_recipe(feedstock.recipe_dir)
+    environ = smithy_environ(feedstock, platform, raw)
+    builds = _PlatformBuilds()
+    try:
+        for index, variant in enumerate(variants):
+            render = render_recipe_text(raw, platform, variant, feedstock.recipe_dir, environ=environ,
+                                        build_platform=feedstock.build_platform(platform))
+            if render.skipped:
+                continue
+            for use in used_by_outputs(raw, feedstock.recipe_dir, render, variant):
+                builds.outputs.setdefault(use.name, set()).add(index)
+    except FeedstockError as err:
+        builds.error = str(err)
+    return builds
+
+
+def _rattler_builds(recipe, platform: Platform, variants: list[Variant]) -> _PlatformBuilds:
+    from rattler_build import VariantConfig
+    from rattler_build.render import RenderConfig
+    from rattler_build.tool_config import PlatformConfig
+
+    config = RenderConfig(platform=PlatformConfig(target_platform=platform.subdir))
+    builds = _PlatformBuilds()
+    for index, variant in enumerate(variants):
+        # one variant per render: every key one value, so no zip_keys; lists and dicts
+        # (pin_run_as_build, extend_keys) are conda-build settings rattler-build does not read
+        values = {k: [v] for k, v in variant.items() if not isinstance(v, (list, dict))}
+        try:
+            rendered = recipe.render(VariantConfig(values), config)
+        except Exception as err:  # rattler-build raises several error types for a bad render
+            builds.error = _one_line(err)
+            return builds
+        for item in rendered:
+            builds.outputs.setdefault(str(item.recipe.package.name), set()).add(index)
+    return builds
+
+
+def _describe(variant: Variant, keys: set[str]) -> str:
+    return " ".join(f"{k}={variant[k]}" for k in sorted(keys) if k in variant) or "the only variant"
+
+
+def compare_platform(platform: Platform, variants: list[Variant], ours: _PlatformBuilds,
+                     theirs: _PlatformBuilds) -> list[str]:
+    """Lines ``<output> on <platform>: ...`` for every output the two recipes skip differently."""
+    where = platform.subdir
+    if ours.error or theirs.error:
+        if ours.error and theirs.error:
+            return []       # neither recipe renders there: they agree that nothing builds
+        broken, other, error = (("meta.yaml", "recipe.yaml", ours.error) if ours.error
+                                else ("recipe.yaml", "meta.yaml", theirs.error))
+        built = sorted((theirs if ours.error else ours).outputs)
+        if not built:
+            return []       # the other recipe skips the platform: nothing would build either way
+        return [f"{where}: {broken} does not render ({error}); {other} builds {', '.join(built)}"]
+    lines = []
+    for name in sorted(set(ours.outputs) | set(theirs.outputs)):
+        mine, other = ours.outputs.get(name, set()), theirs.outputs.get(name, set())
+        if mine == other:
+            continue
+        if not mine or not other:
+            lines.append(f"{name} on {where}: meta.yaml {'builds' if mine else 'skips'} it, "
+                         f"recipe.yaml {'builds' if other else 'skips'} it")
+            continue
+        first = min(mine ^ other)
+        side = "meta.yaml" if first in mine else "recipe.yaml"
+        lines.append(f"{name} on {where}: meta.yaml builds it in {len(mine)} of {len(variants)} variants, "
+                     f"recipe.yaml in {len(other)}; only {side} builds it for "
+                     f"{_describe(variants[first], loop_keys(variants))}")
+    return lines
+
+
+def platform_skips(feedstock: Feedstock, recipe, report: ParityReport) -> None:
+    """Compare, on every known platform, which outputs each recipe builds (adds to ``report``)."""
+    first = feedstock.platforms()[0] if feedstock.platforms() else Platform("linux-64")
+    fallback = platform_variants(feedstock, first, None)[0]
+    for subdir in KNOWN_SUBDIRS:
+        platform = Platform(subdir)
+        variants = platform_variants(feedstock, platform, fallback)
+        start = time.perf_counter()
+        ours = _meta_builds(feedstock, platform, variants)
+        middle = time.perf_counter()
+        theirs = _rattler_builds(recipe, platform, variants)
+        report.seconds_ours += middle - start
+        report.seconds_rattler += time.perf_counter() - middle
+        lines = compare_platform(platform, variants, ours, theirs)
+        report.platforms += 1
+        report.skip_differences += len(lines)
+        report.differences += lines
+
+
+def parity(root: Path, configs: list[str] | None = None, platforms: bool | None = None) -> ParityReport:
+    """Render both recipes for every .ci_support job (or the named ones) and compare; then, unless
+    ``platforms`` is False (default: only when no job is named), the skips on every platform."""
     feedstock = load_feedstock(Path(root))
     inputs = protected_files(feedstock)   # a pinning file kept in .ci_support is not a job
     files = sorted(f for f in feedstock.ci_support.glob("*.yaml") if f.name not in inputs)
@@ -315,6 +455,8 @@ def parity(root: Path, configs: list[str] | None = None) -> ParityReport:
         report.outputs += outputs
         report.equal += equal
         report.differences += lines
+    if platforms if platforms is not None else not configs:
+        platform_skips(feedstock, recipe, report)
     return report
 
 
@@ -334,7 +476,7 @@ def run(root: Path) -> int:
     """``python -m feedstock parity``: one line per difference, the summary last; exit 1 on any."""
     report = parity(root)
     for line in report.differences:
-        print(line)
+        print(f"parity: {line}")
     print(f"parity: rendered in {report.seconds_ours:.2f}s (meta.yaml, ours) and "
           f"{report.seconds_rattler:.2f}s (recipe.yaml, rattler-build)")
     print(report.summary)

@@ -1,5 +1,5 @@
 """``rerender``: regenerate ``.ci_support/`` and the CI workflow from the recipe, the variant
-config files and conda-forge.yml."""
+config files, conda-forge.yml and ci-runners.yml."""
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,20 +1,23 @@
-"""The GitHub Actions workflow, `.github/workflows/build.yml`, from conda-forge.yml and the
-same CI job list as `.ci_support/`. Not conda-smithy's `conda-build.yml`: its rerender rewrites
-that file whatever `skip_render` says (see tests/feedstock/ci/test_conda_smithy_coexistence.py).
+"""The GitHub Actions workflow, `.github/workflows/build.yml`, from conda-forge.yml, ci-runners.yml
+and the same CI job list as `.ci_support/`. Not conda-smithy's `conda-build.yml`: its rerender
+rewrites that file whatever `skip_render` says (see tests/feedstock/ci/test_conda_smithy_coexistence.py).
 
 One build job per `.ci_support` config (a matrix entry each) runs `build-locally.py CONFIG`,
 so CI runs the same `scripts/build_steps.sh` in the same image as a local build. GPU configs
 compile on the platform's CPU runners; their tests run again in a second job only where
-`github_actions.gpu_runs_on` names runner labels for that GPU backend.
+ci-runners.yml's `gpu_runs_on` names runner labels for that GPU backend.
 
-conda-forge.yml keys read (all under `github_actions`):
+conda-forge.yml keys read (under `github_actions`; conda-smithy's schema allows no others there):
 
     timeout_minutes: 1440          per job
     self_hosted: true              default labels [self-hosted, linux|macOS, x64|ARM64]
-    runs_on: {linux_64: [...]}     runner labels per platform (override the defaults)
-    gpu_runs_on: {cuda: [...]}     runner labels for GPU tests, per GPU backend
     cancel_in_progress: true       a new push to a pull request cancels its older run
     artifact_retention_days: 14
+
+ci-runners.yml (ours; optional, unknown keys are errors):
+
+    runs_on: {linux_64: [...]}     runner labels per platform (override the defaults)
+    gpu_runs_on: {cuda: [...]}     runner labels for GPU tests, per GPU backend
 
 Security shape: `permissions: {}` at the top, `contents: read` per job; checkout without
 persisted credentials; matrix values reach shell code only through `env:`; the upload token is
@@ -29,11 +32,22 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+import yaml
+
 from ..errors import FeedstockError
-from ..layout import Feedstock
+from ..layout import PLATFORM_NAMES, Feedstock, did_you_mean
 from .jobs import CiJob
 
 WORKFLOW_PATH = ".github/workflows/build.yml"
+# our own CI settings: conda-forge.yml's github_actions section allows only conda-smithy's keys
+RUNNERS_FILE = "ci-runners.yml"
+RUNNERS_KEYS = ("runs_on", "gpu_runs_on")
+# the keys conda-smithy's schema allows under github_actions (GithubActionsConfig in
+# conda_smithy/schema.py, extra="forbid"); we read four of them and leave the rest to conda-smithy
+SMITHY_GITHUB_ACTIONS_KEYS = (
+    "artifact_retention_days", "cancel_in_progress", "free_disk_space", "max_parallel",
+    "resize_win_partitions", "self_hosted", "store_build_artifacts", "timeout_minutes",
+    "triggers", "upload_packages")
 MAIN_BRANCH = "main"
 DEFAULT_TIMEOUT_MINUTES = 360
 DEFAULT_RETENTION_DAYS = 14
@@ -65,7 +79,7 @@ def _labels(value: Any, where: str) -> list[str]:
     if isinstance(value, str):
         value = [value]
     if not isinstance(value, list) or not value or not all(isinstance(v, str) and v.strip() for v in value):
-        raise FeedstockError(f"conda-forge.yml: {where} must be a runner label or a list of labels; fix it")
+        raise FeedstockError(f"{where} must be a runner label or a list of labels; fix it")
     return [v.strip() for v in value]
 
 
@@ -75,21 +89,64 @@ def _positive(value: Any, where: str) -> int:
     return value
 
 
+def _mapping(value: Any, where: str) -> dict:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise FeedstockError(f"{where} must be a mapping; fix it")
+    return value
+
+
+def _known_keys(section: dict, known: tuple[str, ...], where: str) -> None:
+    """One line for the first key not in ``known``, naming the closest known one."""
+    for key in section:
+        if str(key) not in known:
+            raise FeedstockError(f"{where}: unknown key '{key}'; {did_you_mean(str(key), known)}")
+
+
+def _forge_section(feedstock: Feedstock) -> dict:
+    """conda-forge.yml's github_actions, holding only keys conda-smithy's schema allows."""
+    section = _mapping(feedstock.forge_config.get("github_actions"), "conda-forge.yml: github_actions")
+    for key in section:
+        if key in RUNNERS_KEYS:
+            raise FeedstockError(f"conda-forge.yml: github_actions.{key} is our setting, not "
+                                 f"conda-smithy's (its schema forbids it there); move it to {RUNNERS_FILE}")
+    _known_keys(section, SMITHY_GITHUB_ACTIONS_KEYS, "conda-forge.yml: github_actions")
+    return section
+
+
+def _runners(feedstock: Feedstock) -> dict:
+    """ci-runners.yml (absent: {}), its keys checked."""
+    path = feedstock.root / RUNNERS_FILE
+    if not path.is_file():
+        return {}
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        raise FeedstockError(f"{RUNNERS_FILE} is not valid YAML ({getattr(err, 'problem', err)}); fix it")
+    data = _mapping(data, RUNNERS_FILE)
+    _known_keys(data, RUNNERS_KEYS, RUNNERS_FILE)
+    return data
+
+
 def settings(feedstock: Feedstock) -> WorkflowSettings:
-    """The workflow settings from conda-forge.yml, checked (bad values are one-line errors)."""
-    section = feedstock.forge_config.get("github_actions") or {}
-    if not isinstance(section, dict):
-        raise FeedstockError("conda-forge.yml: github_actions must be a mapping; fix it")
+    """The workflow settings from conda-forge.yml and ci-runners.yml, checked (bad values and
+    unknown keys are one-line errors)."""
+    section = _forge_section(feedstock)
+    runners = _runners(feedstock)
     self_hosted = bool(section.get("self_hosted", False))
     runs_on = dict(SELF_HOSTED_LABELS if self_hosted else HOSTED_LABELS)
-    for platform, labels in (section.get("runs_on") or {}).items():
-        runs_on[str(platform)] = _labels(labels, f"github_actions.runs_on.{platform}")
+    for platform, labels in _mapping(runners.get("runs_on"), f"{RUNNERS_FILE}: runs_on").items():
+        if str(platform) not in PLATFORM_NAMES:
+            raise FeedstockError(f"{RUNNERS_FILE}: runs_on: unknown platform '{platform}'; "
+                                 f"{did_you_mean(str(platform), PLATFORM_NAMES)}")
+        runs_on[str(platform)] = _labels(labels, f"{RUNNERS_FILE}: runs_on.{platform}")
     gpu_runs_on = {}
-    for backend, labels in (section.get("gpu_runs_on") or {}).items():
+    for backend, labels in _mapping(runners.get("gpu_runs_on"), f"{RUNNERS_FILE}: gpu_runs_on").items():
         if backend not in GPU_BACKENDS:
-            raise FeedstockError(f"conda-forge.yml: github_actions.gpu_runs_on.{backend}: unknown GPU "
-                                 f"backend; use {' or '.join(GPU_BACKENDS)}")
-        gpu_runs_on[backend] = _labels(labels, f"github_actions.gpu_runs_on.{backend}")
+            raise FeedstockError(f"{RUNNERS_FILE}: gpu_runs_on: unknown GPU backend '{backend}'; "
+                                 f"{did_you_mean(str(backend), GPU_BACKENDS)}")
+        gpu_runs_on[backend] = _labels(labels, f"{RUNNERS_FILE}: gpu_runs_on.{backend}")
     return WorkflowSettings(
         timeout_minutes=_positive(section.get("timeout_minutes", DEFAULT_TIMEOUT_MINUTES),
                                   "github_actions.timeout_minutes"),
@@ -154,6 +211,26 @@ def _block(script: str) -> list[str]:
     return ["        run: |"] + script.splitlines()
 
 
+def _job(header: list[str], entries: list[tuple[str, list[str]]], config: WorkflowSettings) -> list[str]:
+    """A matrix job's lines up to its first step, the checkout: both jobs share the runner,
+    timeout, read-only permissions and credential-less checkout."""
+    return [
+        *header,
+        "    runs-on: ${{ matrix.runs_on }}",
+        f"    timeout-minutes: {config.timeout_minutes}",
+        "    permissions:",
+        "      contents: read",
+        "    strategy:",
+        "      fail-fast: false",
+        *_matrix(entries),
+        "    steps:",
+        "      - name: Check out the feedstock",
+        f"        uses: {CHECKOUT}",
+        "        with:",
+        "          persist-credentials: false",
+    ]
+
+
 def render_workflow(jobs: list[CiJob], config: WorkflowSettings) -> str:
     """The workflow file's text for these CI jobs (deterministic: same input, same bytes)."""
     builds = []
@@ -161,8 +238,8 @@ def render_workflow(jobs: list[CiJob], config: WorkflowSettings) -> str:
     for job in sorted(jobs, key=lambda job: job.name):
         labels = config.runs_on.get(job.platform)
         if labels is None:
-            raise FeedstockError(f"conda-forge.yml: no runner labels for platform {job.platform}; "
-                                 f"add github_actions.runs_on.{job.platform}: [labels]")
+            raise FeedstockError(f"{RUNNERS_FILE}: no runner labels for platform {job.platform}; "
+                                 f"add runs_on: {{{job.platform}: [labels]}} to {RUNNERS_FILE}")
         builds.append((job.name, labels))
         backend = job_gpu_backend(job)
         if backend in config.gpu_runs_on:
@@ -189,20 +266,7 @@ def render_workflow(jobs: list[CiJob], config: WorkflowSettings) -> str:
                                     if config.cancel_in_progress else "false"),
         "",
         "jobs:",
-        "  build:",
-        "    name: ${{ matrix.config }}",
-        "    runs-on: ${{ matrix.runs_on }}",
-        f"    timeout-minutes: {config.timeout_minutes}",
-        "    permissions:",
-        "      contents: read",
-        "    strategy:",
-        "      fail-fast: false",
-        *_matrix(builds),
-        "    steps:",
-        "      - name: Check out the feedstock",
-        f"        uses: {CHECKOUT}",
-        "        with:",
-        "          persist-credentials: false",
+        *_job(["  build:", "    name: ${{ matrix.config }}"], builds, config),
         "      - name: Build (build-locally.py -> scripts/build_steps.sh)",
         "        env:",
         "          CONFIG: ${{ matrix.config }}",
@@ -231,22 +295,8 @@ def render_workflow(jobs: list[CiJob], config: WorkflowSettings) -> str:
     if gpu_tests:
         lines += [
             "",
-            "  gpu_test:",
-            "    name: GPU tests ${{ matrix.config }}",
-            "    needs: build",
-            "    if: ${{ !cancelled() }}",
-            "    runs-on: ${{ matrix.runs_on }}",
-            f"    timeout-minutes: {config.timeout_minutes}",
-            "    permissions:",
-            "      contents: read",
-            "    strategy:",
-            "      fail-fast: false",
-            *_matrix(gpu_tests),
-            "    steps:",
-            "      - name: Check out the feedstock",
-            f"        uses: {CHECKOUT}",
-            "        with:",
-            "          persist-credentials: false",
+            *_job(["  gpu_test:", "    name: GPU tests ${{ matrix.config }}", "    needs: build",
+                   "    if: ${{ !cancelled() }}"], gpu_tests, config),
             "      - name: Fetch the packages the build job made",
             f"        uses: {DOWNLOAD_ARTIFACT}",
             "        with:",

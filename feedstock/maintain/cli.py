@@ -29,7 +29,8 @@ number came from. Upstream: a git checkout's `git submodule status --recursive` 
 `git describe --tags`, or a release tarball's version files (NCCL version.mk, CMake project
 versions, fmt/protobuf version headers); CUDA/MAGMA/MKL from .ci/docker scripts; triton; the
 wheel's Requires-Dist and Requires-Python. Rows whose pin and upstream differ in major.minor
-are flagged. --write-readme replaces the table between the deps-table markers in README.md."""
+are flagged. --write-docs replaces the table between the deps-table markers in
+docs/maintaining.md (the committed table; a test fails when it is stale)."""
 
 PATCHES_HELP = """\
 check: apply the recipe's patches, in recipe order, to a source (checkout, unpacked tree or
@@ -57,8 +58,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     deps.add_argument("--repodata", type=Path, action="append", default=[], metavar="FILE",
                       help="a channel's repodata.json (repeatable): the channel column")
     deps.add_argument("--format", choices=("md", "json"), default="md", help="output format (default: md)")
-    deps.add_argument("--write-readme", action="store_true",
-                      help="replace the table between the deps-table markers in README.md")
+    deps.add_argument("--write-docs", action="store_true",
+                      help="replace the table between the deps-table markers in docs/maintaining.md")
+    # the table lived in README.md before docs/ existed; the old spelling keeps scripts working
+    deps.add_argument("--write-readme", dest="write_docs", action="store_true", help=argparse.SUPPRESS)
 
     patches = sub.add_parser("patches", help="check or refresh the recipe's patch series", description=PATCHES_HELP,
                              formatter_class=raw)
@@ -119,16 +122,17 @@ def _bump(args: argparse.Namespace, root: Path) -> int:
 
 
 def _deps(args: argparse.Namespace, root: Path) -> int:
-    from .deps_table import build_table, format_json, format_markdown, write_readme
+    from .deps_table import DOCS_TABLE_FILE, build_table, format_json, format_markdown, write_docs_table
     from ..layout import load_feedstock
     from .wheel_metadata import read_wheel
 
     feedstock = load_feedstock(root)
     metadata = read_wheel(args.wheel) if args.wheel else None
     rows = build_table(feedstock, args.source, metadata, args.repodata)
-    if args.write_readme:
-        changed = write_readme(feedstock.root / "README.md", format_markdown(rows))
-        print(f"deps: README.md table {'updated' if changed else 'already current'} ({len(rows)} rows)")
+    if args.write_docs:
+        changed = write_docs_table(feedstock.root, format_markdown(rows))
+        print(f"deps: {DOCS_TABLE_FILE.as_posix()} table {'updated' if changed else 'already current'} "
+              f"({len(rows)} rows)")
         return 0
     sys.stdout.write(format_json(rows) if args.format == "json" else format_markdown(rows))
     flagged = [row.package for row in rows if row.flagged]

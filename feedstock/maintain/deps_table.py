@@ -24,8 +24,10 @@ from .recipe_lines import get_triton, recipe_files, run_requirements
 from .source_tree import SourceFiles, load_source
 from .wheel_metadata import WheelMetadata
 
-README_START = "<!-- deps-table:start -->"
-README_END = "<!-- deps-table:end -->"
+# the committed table lives in the maintainer docs, between these markers (deps --write-docs)
+DOCS_TABLE_FILE = Path("docs") / "maintaining.md"
+TABLE_START = "<!-- deps-table:start -->"
+TABLE_END = "<!-- deps-table:end -->"
 
 # submodule folder -> conda-forge package, where they differ
 SUBMODULE_PACKAGES = {
@@ -353,17 +355,19 @@ def format_json(rows: list[Row]) -> str:
     return json.dumps([asdict(row) for row in rows], indent=2) + "\n"
 
 
-def write_readme(readme: Path, table: str) -> bool:
-    """Replace the text between the deps-table markers; False when it was already current."""
-    if not readme.is_file():
-        raise FeedstockError(f"{readme} does not exist; run from the feedstock root")
-    text = readme.read_text()
-    start, end = text.find(README_START), text.find(README_END)
+def write_docs_table(root: Path, table: str) -> bool:
+    """Replace the text between the deps-table markers of docs/maintaining.md under ``root``;
+    False when it was already current."""
+    page = Path(root) / DOCS_TABLE_FILE
+    if not page.is_file():
+        raise FeedstockError(f"{page} does not exist; run from the feedstock root")
+    text = page.read_text()
+    start, end = text.find(TABLE_START), text.find(TABLE_END)
     if start < 0 or end < start:
-        raise FeedstockError(f"{readme.name} has no {README_START} ... {README_END} markers; add them where the "
-                             "table goes")
-    new = text[:start + len(README_START)] + "\n" + table + text[end:]
+        raise FeedstockError(f"{DOCS_TABLE_FILE.as_posix()} has no {TABLE_START} ... {TABLE_END} markers; add them "
+                             "where the table goes")
+    new = text[:start + len(TABLE_START)] + "\n" + table + text[end:]
     if new == text:
         return False
-    replace_files({readme: new})
+    replace_files({page: new})
     return True

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.support.build_locally import (CPU_IMAGE, CUDA_IMAGE, TOKENS, install_fake_conda, make_feedstock,
-                                   option_values, read_jsonl)
+from tests.support.build_locally import (CPU_IMAGE, CUDA_IMAGE, TOKENS, fake_conda_packages, install_fake_conda,
+                                         make_feedstock, option_values, read_jsonl)
 
 CUDA129 = "linux_64_blas_implmklcuda_compiler_version12.9"
 CUDA130 = "linux_64_blas_implmklcuda_compiler_version13.0"
@@ -387,9 +387,21 @@ def test_background_process_holding_the_output_does_not_hang(fs, tmp_path):
     assert summary_rows(proc.stdout)[CPU_MKL][0] == "ok"
 
 
-def test_unwritable_build_artifacts_fails_the_config_in_one_line(fs):
+def test_build_artifacts_that_is_a_file_stops_the_run_in_one_line(fs):
+    # the lock file goes into build_artifacts/ before anything runs
     fs.artifacts.write_text("not a directory")
     proc = fs.run(CPU_MKL, "--min-free-gb", "0")
+    assert proc.returncode == 3
+    assert proc.stderr == f"error: {fs.artifacts} is not a folder; move it away (build-locally keeps " \
+                          "packages, done-markers and logs in that folder)\n"
+    assert fs.runs() == [] and fs.artifacts.read_text() == "not a directory"
+
+
+def test_marker_that_cannot_be_removed_fails_the_config_in_one_line(fs):
+    # the lock is taken, but the config's old done-marker cannot be removed (here: a folder)
+    fs.marker(CPU_MKL).mkdir(parents=True)
+    (fs.marker(CPU_MKL) / "keep").write_text("")
+    proc = fs.run(CPU_MKL, "--force", "--min-free-gb", "0")
     assert proc.returncode == 1
     assert "failed: cannot write" in proc.stdout and fs.runs() == []
     assert "Traceback" not in proc.stderr
@@ -474,8 +486,7 @@ def test_test_only_tests_built_packages_without_building(fs, tmp_path):
     assert [c[0] for c in calls] == ["install", "build", "index", "index", "build", "build"]
     assert "--output" in calls[1]
     tested = [c[c.index("--test") + 1] for c in calls[4:]]
-    assert [Path(t).name for t in tested] == ["libtorch-2.13.0-h0_0.conda",
-                                              "pytorch-2.13.0-py312h0_0.conda"]
+    assert [Path(t).name for t in tested] == list(fake_conda_packages(CUDA129))
     assert not fs.marker(CUDA129).exists()
     run = fs.runs()[-1]
     assert run["container_env"]["TEST_ONLY"] == "1"

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.support.build_locally import FAKE_CONDA, install_fake_conda, make_feedstock, read_jsonl
+from tests.support.build_locally import (FAKE_CONDA, fake_conda_packages, install_fake_conda, make_feedstock,
+                                         read_jsonl)
 from localbuild.configs import host_platform
 from localbuild.preflight import MIN_CONDA_BUILD_TEXT
 
@@ -120,9 +121,9 @@ def test_build_steps_upload_sends_the_built_packages(fs):
     proc = run_steps(fs, UPLOAD_PACKAGES="True", BINSTAR_TOKEN="tok")
     assert proc.returncode == 0, proc.stderr
     artifacts = fs.artifacts
+    libtorch, pytorch = fake_conda_packages(CPU_MKL)
     assert calls.read_text().splitlines() == [      # the packages, not conda-build's notes
-        f"tok upload --skip-existing {artifacts}/linux-64/libtorch-2.13.0-h0_0.conda "
-        f"{artifacts}/linux-64/pytorch-2.13.0-py312h0_0.conda"]
+        f"tok upload --skip-existing {artifacts}/linux-64/{libtorch} {artifacts}/linux-64/{pytorch}"]
     commands = [c["argv"][0] + (" --output" if "--output" in c["argv"] else "")
                 for c in conda_calls(fs)]
     assert commands == ["install", "build", "build --output", "index", "index"]
@@ -151,7 +152,7 @@ def test_native_build_through_build_steps(fs, tmp_path):
     assert "CONDA_PKGS_DIRS" not in build["env"]           # the host's conda settings stay
     assert (fs.artifacts / f"conda-forge-build-done-{CPU_MKL}-devpy312").exists()
     assert "2 package(s)" in proc.stdout
-    assert "linux-64/pytorch-2.13.0-py312h0_0.conda" in proc.stdout
+    assert f"linux-64/{fake_conda_packages(CPU_MKL)[1]}" in proc.stdout
     derived = yaml.safe_load((fs.artifacts / "localbuild" / f"{CPU_MKL}-devpy312.yaml").read_text())
     assert derived["python"] == ["3.12.* *_cpython"]
 

@@ -29,8 +29,10 @@ from tests.support.real_wheel.recipe_tests import RecipeTests, recipe_tests
 from tests.support.real_wheel.wheel_frontend import (RETARGETED_KEYS, WheelFrontend, free_bytes, patch_for_wheel,
                                          patch_targets, recipe_patches, unpack_size, wheel_path)
 
-LAYOUT_DIR = REPO_ROOT / "tests" / "support" / "real_wheel"  # the layout harness and its data
+LAYOUT_DIR = REPO_ROOT / "tests" / "support" / "real_wheel"
 PREFIX_REQUIREMENTS = LAYOUT_DIR / "prefix-requirements.txt"
+# a missing pin file is this repository's bug, not a machine without PyPI: fail, never skip
+assert PREFIX_REQUIREMENTS.is_file(), PREFIX_REQUIREMENTS
 CMAKE_TEST_DIR = REPO_ROOT / "recipe" / "cmake_test"
 META_YAML = REPO_ROOT / "recipe" / "meta.yaml"
 LIBTORCH_DIRS = ("bin", "lib", "include", "share")  # what libtorch installs and pytorch links to

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.paths import REPO_ROOT
 from tests.support.real_wheel.wheel_frontend import apply_patch_to_wheel_tree, patch_targets, recipe_patches, wheel_path
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = REPO_ROOT
 PATCHES = recipe_patches(REPO / "recipe" / "meta.yaml")
 # the patches whose every file the wheel carries (the others change CMake sources the wheel
 # only has in generated form); a patch moving between the two groups must be noticed

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.paths import REPO_ROOT
+
+REPO = REPO_ROOT
 RUNNER = REPO / "recipe" / "pytorch_tests" / "run_pytorch_tests.py"
 SELECTION = json.loads((REPO / "recipe" / "pytorch_tests" / "selection.json").read_text())
 

@@ -121,6 +121,8 @@ def option_values(argv: list[str], option: str) -> list[str]:
 
 
 FAKE_CONDA = Path(__file__).resolve().parent / "fake_docker" / "fake_conda.py"
+# the package file names the fake `conda build` of a config writes
+from tests.support.fake_docker.fake_conda import packages as fake_conda_packages  # noqa: E402,F401
 
 
 def install_fake_conda(bin_dir: Path) -> None:

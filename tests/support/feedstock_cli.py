@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tests.support.paths import REPO_ROOT
 
-FEEDSTOCK_INPUTS = ("recipe", "pinning.yaml", "conda-forge.yml", ".ci_support", ".github")
+FEEDSTOCK_INPUTS = ("recipe", "pinning.yaml", "conda-forge.yml", "ci-runners.yml", ".ci_support", ".github")
 
 
 def run_feedstock_cli(*args: str, root: Path = REPO_ROOT, env: dict | None = None) -> subprocess.CompletedProcess:

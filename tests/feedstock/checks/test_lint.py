@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.support.feedstock_cli import run_feedstock_cli, snapshot
 
 
@@ -187,3 +189,34 @@ def test_duplicated_variant_key_is_one_clear_error(feedstock_copy):
         assert proc.returncode in (1, 2) and "Traceback" not in proc.stderr
         assert (f"recipe/conda_build_config.yaml:{duplicate}: key 'blas_impl' is given twice (first at "
                 f"line {first}) on linux-64") in proc.stdout + proc.stderr
+
+
+MKL_X86 = "  - mkl                         # [x86_64]\n"
+ROCM_72 = "  - 7.2                         # [linux64]\n"
+
+
+@pytest.mark.parametrize("old, new, finding", [
+    # a maintainer offering MKL on aarch64 too: the driver refuses, and the lint says so
+    (MKL_X86, MKL_X86 + "  - mkl                         # [aarch64]\n",
+     "recipe/conda_build_config.yaml: the build driver refuses config linux_aarch64_blas_implmkl: "
+     "blas_impl=mkl is not available on linux-aarch64; use blas_impl=generic there"),
+    # a ROCm release the driver has no gfx list for (the rest of ROCm needs the build machine)
+    (ROCM_72, "  - 9.9                         # [linux64]\n",
+     "recipe/conda_build_config.yaml: the build driver refuses config linux_64_blas_implmkl"
+     "c_stdlib_version2.28cuda_compiler_versionNonegpu_backendrocmrocm_version9.9: unknown ROCm "
+     "version '9.9': no PYTORCH_ROCM_ARCH for it; known: 6.3, 6.4, 7.0, 7.1, 7.2 (add it to "
+     "ROCM_ARCH_LISTS in megabuild/rocm.py, or set FEEDSTOCK_ROCM_ARCH)"),
+])
+def test_a_variant_the_driver_refuses_is_a_finding_not_a_traceback(feedstock_copy, old, new, finding):
+    cbc = feedstock_copy / "recipe" / "conda_build_config.yaml"
+    text = cbc.read_text()
+    assert old in text
+    cbc.write_text(text.replace(old, new, 1))
+    proc = lint(feedstock_copy)             # .ci_support/ is stale too: both are findings
+    assert proc.returncode == 1
+    assert finding in proc.stdout.splitlines(), proc.stdout
+    assert "run: python -m feedstock rerender" in proc.stdout
+    assert run_feedstock_cli("rerender", root=feedstock_copy).returncode == 0
+    proc = lint(feedstock_copy)
+    assert proc.returncode == 1
+    assert finding in proc.stdout.splitlines(), proc.stdout

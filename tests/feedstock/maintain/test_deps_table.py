@@ -130,27 +130,46 @@ def test_recipe_below_wheel_bound_is_flagged(torch_wheel, feedstock_copy):
     assert "deps: major.minor differs for sympy" in proc.stderr
 
 
-def test_write_readme_replaces_only_the_table(torch_wheel, feedstock_copy):
-    readme = feedstock_copy / "README.md"
-    before, after = "# Feedstock\n\nIntro.\n\n<!-- deps-table:start -->\n", "<!-- deps-table:end -->\n\nMore.\n"
-    readme.write_text(before + "| stale | table |\n" + after)
-    proc = run_feedstock_cli("deps", "--wheel", str(torch_wheel), "--write-readme", root=feedstock_copy)
+def test_write_docs_replaces_only_the_table(torch_wheel, feedstock_copy):
+    page = feedstock_copy / "docs" / "maintaining.md"
+    page.parent.mkdir()
+    before, after = "# Maintaining\n\nIntro.\n\n<!-- deps-table:start -->\n", "<!-- deps-table:end -->\n\nMore.\n"
+    page.write_text(before + "| stale | table |\n" + after)
+    proc = run_feedstock_cli("deps", "--wheel", str(torch_wheel), "--write-docs", root=feedstock_copy)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "deps: README.md table updated (8 rows)"
-    text = readme.read_text()
+    assert proc.stdout.strip() == "deps: docs/maintaining.md table updated (8 rows)"
+    text = page.read_text()
     assert text.startswith(before) and text.endswith(after)
     table = text[len(before):-len(after)]
     assert table.splitlines()[0] == "| package | upstream | recipe | channel | source |"
     assert "| fsspec | >=0.8.5 | >=0.8.5 | - | torch 2.13.0+cpu METADATA Requires-Dist; pin: recipe/meta.yaml |" in table
-    again = run_feedstock_cli("deps", "--wheel", str(torch_wheel), "--write-readme", root=feedstock_copy)
-    assert again.stdout.strip() == "deps: README.md table already current (8 rows)"
-    assert readme.read_text() == text
+    again = run_feedstock_cli("deps", "--wheel", str(torch_wheel), "--write-docs", root=feedstock_copy)
+    assert again.stdout.strip() == "deps: docs/maintaining.md table already current (8 rows)"
+    assert page.read_text() == text
 
 
-def test_project_readme_table_is_current(torch_wheel):
-    """The README's table is the one `deps --wheel` writes (regenerate it when this fails)."""
+def test_write_readme_is_a_hidden_alias_of_write_docs(torch_wheel, feedstock_copy):
+    """The old spelling still writes the docs page (README.md is left alone) but is not advertised."""
+    page = feedstock_copy / "docs" / "maintaining.md"
+    page.parent.mkdir()
+    page.write_text("<!-- deps-table:start -->\n<!-- deps-table:end -->\n")
+    readme = feedstock_copy / "README.md"
+    readme.write_text("# Feedstock\n")
+    proc = run_feedstock_cli("deps", "--wheel", str(torch_wheel), "--write-readme", root=feedstock_copy)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "deps: docs/maintaining.md table updated (8 rows)"
+    assert "| sympy | >=1.13.3 | >=1.13.3 |" in page.read_text()
+    assert readme.read_text() == "# Feedstock\n"
+    usage = run_feedstock_cli("deps", "--help")
+    assert "--write-docs" in usage.stdout and "--write-readme" not in usage.stdout
+
+
+def test_committed_docs_table_is_current(torch_wheel):
+    """docs/maintaining.md's table is the one `deps --wheel` writes (regenerate it with
+    `python -m feedstock deps --wheel <torch 2.13.0 wheel> --write-docs` when this fails)."""
     proc = run_feedstock_cli("deps", "--wheel", str(torch_wheel))
-    text = (REPO_ROOT / "README.md").read_text()
+    assert proc.returncode == 0, proc.stderr
+    text = (REPO_ROOT / "docs" / "maintaining.md").read_text()
     start = text.index("<!-- deps-table:start -->\n") + len("<!-- deps-table:start -->\n")
     assert text[start:text.index("<!-- deps-table:end -->")] == proc.stdout
 
@@ -168,7 +187,7 @@ def test_bad_input(args, message):
     assert proc.stdout == ""
 
 
-def test_bad_repodata_and_readme_without_markers(torch_wheel, feedstock_copy, tmp_path):
+def test_bad_repodata_and_docs_without_markers(torch_wheel, feedstock_copy, tmp_path):
     broken = tmp_path / "repodata.json"
     broken.write_text("{not json")
     proc = run_feedstock_cli("deps", "--wheel", str(torch_wheel), "--repodata", str(broken), root=feedstock_copy)
@@ -179,13 +198,17 @@ def test_bad_repodata_and_readme_without_markers(torch_wheel, feedstock_copy, tm
     not_wheel.write_text("text")
     proc = run_feedstock_cli("deps", "--wheel", str(not_wheel), root=feedstock_copy)
     assert proc.stderr.strip() == f"error: {not_wheel} is not a wheel (not a zip file); pass a torch-*.whl file"
-    readme = feedstock_copy / "README.md"
-    readme.write_text("# no markers\n")
-    proc = run_feedstock_cli("deps", "--wheel", str(torch_wheel), "--write-readme", root=feedstock_copy)
+    page = feedstock_copy / "docs" / "maintaining.md"
+    proc = run_feedstock_cli("deps", "--wheel", str(torch_wheel), "--write-docs", root=feedstock_copy)
     assert proc.returncode == 2
-    assert proc.stderr.strip() == ("error: README.md has no <!-- deps-table:start --> ... <!-- deps-table:end --> "
-                                   "markers; add them where the table goes")
-    assert readme.read_text() == "# no markers\n"
+    assert proc.stderr.strip() == f"error: {page} does not exist; run from the feedstock root"
+    page.parent.mkdir()
+    page.write_text("# no markers\n")
+    proc = run_feedstock_cli("deps", "--wheel", str(torch_wheel), "--write-docs", root=feedstock_copy)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == ("error: docs/maintaining.md has no <!-- deps-table:start --> ... "
+                                   "<!-- deps-table:end --> markers; add them where the table goes")
+    assert page.read_text() == "# no markers\n"
 
 
 def test_cuda_wheel_metadata_maps_to_conda(tmp_path):

@@ -36,6 +36,12 @@ VALUE_OPTIONS = {"--name", "--label", "-v", "--volume", "-e", "--env", "--gpus",
 FEEDSTOCK_TARGET = "/home/conda/feedstock_root"
 
 
+
+def write_ready(path: str, pid: int) -> None:
+    """The pid, written whole (temp + rename): a test reads it as soon as the file exists."""
+    Path(path + ".tmp").write_text(str(pid))
+    os.replace(path + ".tmp", path)
+
 def parse_run(args: list[str]) -> dict:
     options: list[tuple[str, str | None]] = []
     index = 0
@@ -129,14 +135,14 @@ def do_run(parsed: dict, env: dict[str, str]) -> int:
         print("::build-locally-step:: build recipe", flush=True)
         ready = os.environ.get("FAKE_DOCKER_READY")
         if ready:
-            Path(ready).write_text(str(os.getpid()))
+            write_ready(ready, os.getpid())
         time.sleep(120)
         return 0
     if action == "daemon":
         import subprocess
 
         child = subprocess.Popen(["sleep", "60"], start_new_session=True)
-        Path(os.environ["FAKE_DOCKER_READY"]).write_text(str(child.pid))
+        write_ready(os.environ["FAKE_DOCKER_READY"], child.pid)
         action = "succeed"
     if action in ("succeed", "nomarker"):
         assert root is not None, "no feedstock mount"
