@@ -59,6 +59,24 @@ def torch_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
         pytest.skip(str(exc))
 
 
+CUDA_WHEEL_VERSION = "2.14.1"  # pip's local index holds its CUDA 13.0 cp311 build and the NVIDIA wheels
+
+
+@pytest.fixture(scope="session")
+def cuda_torch_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The real PyTorch 2.14.1 CUDA 13.0 wheel for CPython 3.11 (pip's local index), or skip."""
+    from tests.support import megabuild_harness
+    from tests.support.real_wheel.cuda_wheel import wheel_cuda_version
+
+    try:
+        wheel = megabuild_harness.download_torch_wheel(tmp_path_factory.mktemp("cuda-wheel"), CUDA_WHEEL_VERSION)
+    except megabuild_harness.HarnessUnavailable as exc:
+        pytest.skip(str(exc))
+    if wheel_cuda_version(wheel) != "13.0":
+        pytest.skip(f"{wheel.name} is not the CUDA 13.0 build")
+    return wheel
+
+
 # --- maintainer tooling (python -m feedstock): temp copies of the real feedstock ---------------
 
 @pytest.fixture

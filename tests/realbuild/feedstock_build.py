@@ -50,11 +50,12 @@ def override_source(recipe_text: str, source: Path) -> str:
     return block.sub(f"source:\n  path: {json.dumps(str(source))}\n\n", recipe_text, count=1)
 
 
-def copy_recipe(dest: Path, source: Path) -> Path:
-    """recipe/ copied to dest with the source overridden; returns dest/recipe.yaml."""
+def copy_recipe(dest: Path, source: Path, recipe_dir: Path = RECIPE_DIR) -> Path:
+    """recipe_dir (the feedstock's recipe/, or a bumped copy's) copied to dest with the source
+    overridden; returns dest/recipe.yaml."""
     if dest.exists():
         shutil.rmtree(dest)
-    shutil.copytree(RECIPE_DIR, dest, ignore=shutil.ignore_patterns("__pycache__", "output"))
+    shutil.copytree(recipe_dir, dest, ignore=shutil.ignore_patterns("__pycache__", "output"))
     recipe = dest / "recipe.yaml"
     recipe.write_text(override_source(recipe.read_text(), source))
     return recipe
@@ -76,19 +77,20 @@ def prepare_project_source(dest: Path) -> Path:
     return dest
 
 
-def channel_names(channel: Path) -> set[str]:
-    index_channel(channel)
+def channel_names(*channels: Path) -> set[str]:
     names: set[str] = set()
-    for repodata in channel.glob("*/repodata.json"):
+    for channel in channels:
+        index_channel(channel)
+    for repodata in (r for channel in channels for r in channel.glob("*/repodata.json")):
         data = json.loads(repodata.read_text())
         for key in ("packages", "packages.conda"):
             names |= {record["name"] for record in (data.get(key) or {}).values()}
     return names
 
 
-def check_channel(recipe: Path, variant_file: Path, channel: Path) -> None:
-    """Every build/host/run/test requirement of the job resolves to a name the channel has."""
-    available = channel_names(channel)
+def check_channel(recipe: Path, variant_file: Path, channel: Path, extra_channels: tuple[Path, ...] = ()) -> None:
+    """Every build/host/run/test requirement of the job resolves to a name the channels have."""
+    available = channel_names(channel, *extra_channels)
     missing = sorted(name for name in needed_requirements(recipe, variant_file) if name not in available)
     if missing:
         raise ChannelIncomplete(f"the local channel {channel} has no package {missing[0]!r}"
@@ -116,12 +118,24 @@ def failed_test_output(output_dir: Path, channels: list[Path], lines: int = 25) 
     return "".join(report)
 
 
+def failed_script_output(output_dir: Path, lines: int = 15) -> str:
+    """The end of the newest build script log under output_dir/bld (a failing build step's
+    traceback or error line; rattler-build's own log does not reach Python)."""
+    logs = sorted(output_dir.glob("bld/*/work/conda_build.log"), key=lambda p: p.stat().st_mtime)
+    if not logs:
+        return ""
+    tail = logs[-1].read_text(errors="replace").splitlines()[-lines:]
+    return f"\n--- {logs[-1]}:\n" + "\n".join(tail)
+
+
 def build_feedstock(recipe: Path, variant_file: Path, channel: Path, output_dir: Path, *,
-                    test: str = "skip", environ: dict[str, str] | None = None) -> FeedstockBuild:
+                    test: str = "skip", environ: dict[str, str] | None = None,
+                    extra_channels: tuple[Path, ...] = ()) -> FeedstockBuild:
     """All outputs of recipe.yaml for one job, in one rattler-build run; tests per `test`."""
     from rattler_build.cli_api import build_recipes
 
-    check_channel(recipe, variant_file, channel)
+    check_channel(recipe, variant_file, channel, extra_channels)
+    channels = [channel, *extra_channels]
     before = {p for p in output_dir.glob("*/*.conda")} if output_dir.exists() else set()
     saved = {k: os.environ.get(k) for k in (environ or {})}
     os.environ.update(environ or {})  # recipe.yaml reads the developer overrides with env.get
@@ -131,14 +145,15 @@ def build_feedstock(recipe: Path, variant_file: Path, channel: Path, output_dir:
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)  # the one call that shares a staging
-            build_recipes([recipe], channel=[str(channel)], variant_config=[str(variant_file)],
+            build_recipes([recipe], channel=[str(c) for c in channels], variant_config=[str(variant_file)],
                           ignore_recipe_variants=True, output_dir=output_dir, test=test,
                           package_format="conda:1", compression_threads=2)
     except Exception as err:
         log = output_dir / "rattler-build-log.txt"
         raise BuildFailed(f"rattler-build failed for {variant_file.stem}: "
                           f"{' '.join(str(err).split())[:300]} (log: {log})"
-                          f"{failed_test_output(output_dir, [output_dir, channel])}") from None
+                          f"{failed_test_output(output_dir, [output_dir, *channels]) or failed_script_output(output_dir)}"
+                          ) from None
     finally:
         for key, value in saved.items():
             if value is None:

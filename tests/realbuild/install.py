@@ -119,10 +119,9 @@ def escaping_symlinks(prefix: Path, packages: set[str] | None = None) -> list[st
     return bad
 
 
-def absolute_rpaths(prefix: Path, packages: set[str] | None = None) -> list[str]:
-    """ELF files (of `packages`) whose RPATH/RUNPATH names a directory other than through
-    $ORIGIN: a build machine's path (the build prefix, /usr/local/cuda) in the package."""
-    bad = []
+def run_path_entries(prefix: Path, packages: set[str] | None = None):
+    """(package, relative path, path, entry) for every RPATH/RUNPATH entry of the installed
+    ELF files of `packages` (default all)."""
     for name, rel, path in package_paths(prefix, packages):
         if path.is_symlink() or not path.is_file():
             continue
@@ -131,6 +130,25 @@ def absolute_rpaths(prefix: Path, packages: set[str] | None = None) -> list[str]
                 continue
         dynamic = subprocess.run(["readelf", "-d", str(path)], capture_output=True, text=True).stdout
         for entries in re.findall(r"\((?:RPATH|RUNPATH)\)\s+Library r(?:un)?path: \[(.*)\]", dynamic):
-            bad += [f"{name}: {rel} has {entry}" for entry in entries.split(":")
-                    if entry and not entry.startswith("$ORIGIN")]
+            for entry in filter(None, entries.split(":")):
+                yield name, rel, path, entry
+
+
+def absolute_rpaths(prefix: Path, packages: set[str] | None = None) -> list[str]:
+    """ELF files (of `packages`) whose RPATH/RUNPATH names a directory other than through
+    $ORIGIN: a build machine's path (the build prefix, /usr/local/cuda) in the package."""
+    return [f"{name}: {rel} has {entry}" for name, rel, _, entry in run_path_entries(prefix, packages)
+            if not entry.startswith("$ORIGIN")]
+
+
+def run_paths_outside(prefix: Path, packages: set[str] | None = None) -> list[str]:
+    """ELF files (of `packages`) with an RPATH/RUNPATH entry that is absolute, resolves outside
+    the prefix, or leads into site-packages/nvidia (where pip, not conda, puts CUDA libraries)."""
+    root = prefix.resolve()
+    bad = []
+    for name, rel, path, entry in run_path_entries(prefix, packages):
+        resolved = Path(os.path.normpath(entry.replace("$ORIGIN", str(path.parent))))
+        if not entry.startswith("$ORIGIN") or not resolved.is_relative_to(root) \
+                or "site-packages/nvidia" in resolved.as_posix():
+            bad.append(f"{name}: {rel} has {entry}")
     return bad

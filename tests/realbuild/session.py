@@ -56,3 +56,16 @@ def prepare_job(work: Path, job: str, pythons: dict[str, Path], versions: dict[s
     recipe = copy_recipe(work / "recipe", prepare_project_source(work / "source"))
     toolchain = build_toolchain_channel(work / "toolchain", pythons, recipe, [variant])
     return PreparedJob(work=work, recipe=recipe, variant=variant, toolchain=toolchain)
+
+
+def wheel_work_dir(work: Path, wheel: Path, copies: int) -> Path:
+    """`work` made for packaging `wheel`; ToolchainUnavailable when the disk lacks room for
+    `copies` unpacked copies of it (work folders, host prefixes, test environments, installs)."""
+    from tests.support.real_wheel.wheel_frontend import unpack_size
+
+    work.mkdir(parents=True)
+    needed, free = copies * unpack_size(wheel), shutil.disk_usage(work).free
+    if free < needed:
+        raise ToolchainUnavailable(f"packaging {wheel.name} needs about {needed >> 30} GiB free under {work}, "
+                                   f"have {free >> 30} GiB")
+    return work

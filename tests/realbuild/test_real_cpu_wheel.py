@@ -25,12 +25,14 @@ from pathlib import Path
 import pytest
 
 from tests.support.paths import REPO_ROOT
-from tests.support.real_wheel.wheel_frontend import recipe_patches, unpack_size, write_frontend_override
+from tests.support.real_wheel.wheel_frontend import recipe_patches, write_frontend_override
 
 pytest.importorskip("rattler_build", reason="py-rattler-build (requirements-dev.txt) is not installed")
 pytest.importorskip("rattler", reason="py-rattler (requirements-dev.txt) is not installed")
 
 from tests.realbuild.feedstock_build import build_feedstock  # noqa: E402
+from tests.realbuild.session import wheel_work_dir  # noqa: E402
+from tests.support.toolchain import ToolchainUnavailable  # noqa: E402
 from tests.realbuild.install import (absolute_rpaths, escaping_symlinks, files_in_two_packages,  # noqa: E402
                                      install_from_channel, installed_files, leaked_paths)
 
@@ -43,13 +45,10 @@ DISK_COPIES = 8
 
 @pytest.fixture(scope="session")
 def wheelbuild(realbuild_toolchain: dict, torch_wheel: Path, pytorch_cmakecache_dir: Path) -> dict:
-    work = realbuild_toolchain["work"] / "wheel"
-    work.mkdir()
-    needed = DISK_COPIES * unpack_size(torch_wheel)
-    free = shutil.disk_usage(work).free
-    if free < needed:
-        pytest.skip(f"packaging the real wheel needs about {needed >> 30} GiB free under {work}, "
-                    f"have {free >> 30} GiB")
+    try:
+        work = wheel_work_dir(realbuild_toolchain["work"] / "wheel", torch_wheel, DISK_COPIES)
+    except ToolchainUnavailable as err:
+        pytest.skip(str(err))
     toolchain = realbuild_toolchain["toolchain"]
     variant = realbuild_toolchain["variant"]((WHEEL_PYTHON,), work / "variants" / "cpu-py311.yaml")
     override = write_frontend_override(work / "wheel_frontend_override.py", torch_wheel,

@@ -32,7 +32,7 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # pinned wheels: the layout test's list (numpy, torch's runtime deps, pybind11) plus this one's
 WHEEL_PINS = (REPO_ROOT / "tests" / "support" / "real_wheel" / "prefix-requirements.txt",
-              Path(__file__).resolve().parent / "channel-requirements.txt")
+              REPO_ROOT / "tests" / "realbuild" / "channel-requirements.txt")
 TOOLS = ("cmake", "ninja", "make", "pkg-config", "ccache")
 # conda names that differ from the normalised PyPI name
 CONDA_NAMES = {"typing-extensions": "typing_extensions"}
@@ -125,7 +125,7 @@ def _yaml(value: object) -> str:
     return json.dumps(value)  # JSON strings are valid YAML scalars
 
 
-def _output(name: str, version: str, build: str, script: list[str], summary: str,
+def recipe_output(name: str, version: str, build: str, script: list[str], summary: str,
             host: list[str] | None = None, run: list[str] | None = None,
             extra_build: dict | None = None) -> dict:
     out: dict = {"package": {"name": name, "version": version},
@@ -150,7 +150,7 @@ def python_output(version: str, interpreter: Path) -> dict:
     it must run on the same x.y: its run_exports pin `python >=x.y,<x.(y+1)`."""
     home = interpreter.resolve().parent
     short = ".".join(version.split(".")[:2])
-    out = _output(
+    out = recipe_output(
         "python", version, f"local_0_cpython",
         [f'"{interpreter}" -m venv --copies --without-pip "$PREFIX"',
          'rm -f "$PREFIX"/bin/activate* "$PREFIX"/bin/Activate.ps1'],
@@ -187,7 +187,7 @@ def wheel_output(name: str, version: str, wheel: Path, pip_wheel: Path, py: str,
     that Python."""
     tag = py.replace(".", "")
     wheels = " ".join(f'"{w}"' for w in (wheel, *companions))
-    return _output(
+    return recipe_output(
         name, version, f"py{tag}_local_0",
         [f'"$PREFIX/bin/python" "{pip_wheel}/pip" install --no-deps --no-index '
          f'--disable-pip-version-check --no-warn-script-location {wheels}'],
@@ -209,12 +209,12 @@ def activation_output(name: str, version: str, exports: dict[str, str], summary:
     lines = [f"export {k}={v}" for k, v in exports.items()]
     script = ['mkdir -p "$PREFIX/etc/conda/activate.d"']
     script += [f"echo '{line}' >> \"$PREFIX/etc/conda/activate.d/{name}.sh\"" for line in lines]
-    return _output(name, version, "local_0", script, summary)
+    return recipe_output(name, version, "local_0", script, summary)
 
 
 def tool_output(name: str, version: str) -> dict:
     path = shutil.which(name)
-    return _output(name, version, "local_0",
+    return recipe_output(name, version, "local_0",
                    ['mkdir -p "$PREFIX/bin"',
                     f"printf '#!/bin/sh\\nexec {path} \"$@\"\\n' > \"$PREFIX/bin/{name}\"",
                     f'chmod +x "$PREFIX/bin/{name}"'],
@@ -222,7 +222,7 @@ def tool_output(name: str, version: str) -> dict:
 
 
 def stand_in_output(spec: Spec) -> dict:
-    return _output(spec.name, spec.satisfying_version(), spec.satisfying_build(),
+    return recipe_output(spec.name, spec.satisfying_version(), spec.satisfying_build(),
                    ['mkdir -p "$PREFIX/share/toolchain-stand-ins"',
                     f'echo "{spec.name}" > "$PREFIX/share/toolchain-stand-ins/{spec.name}"'],
                    f"stand-in: empty {spec.name} for the offline test build (the test project "
@@ -312,8 +312,6 @@ def needed_requirements(recipe: Path, variant_file: Path) -> dict[str, Spec]:
 def build_toolchain_channel(work: Path, pythons: dict[str, Path], recipe: Path,
                             variant_files: list[Path], log=print) -> Toolchain:
     """Build every package the recipe needs for these jobs into work/channel (indexed)."""
-    from rattler_build import Stage0Recipe, ToolConfiguration
-
     versions = machine_versions()
     needed: dict[str, Spec] = {}
     for variant_file in variant_files:
@@ -347,6 +345,20 @@ def build_toolchain_channel(work: Path, pythons: dict[str, Path], recipe: Path,
                         [wheel_output(name, pins[name], wheels[(name, py)], pip_wheel, py,
                                       tuple(wheels[(c, py)] for c in COMPANION_WHEELS.get(name, ())))
                          for name in sorted(wheel_names)]))
+    machine, activations = machine_outputs(needed, versions, skip={"python", *wheel_names})
+    recipes.append(("toolchain-machine", machine))
+
+    channel = work / "channel"
+    built = build_outputs(work / "recipes", recipes, channel, log)
+    return Toolchain(channel=channel, pythons=dict(pythons), versions=versions,
+                     packages=[p.removesuffix(".conda") for p in built], activations=activations)
+
+
+def machine_outputs(needed: dict[str, Spec], versions: dict[str, str],
+                    skip: set[str]) -> tuple[list[dict], dict[str, dict[str, str]]]:
+    """Package outputs for the needed names not in `skip`: compilers as activations of this
+    machine's gcc/g++/nvcc, build tools as wrappers, every other name as an empty stand-in;
+    and the compilers' exports."""
     machine: list[dict] = []
     activations: dict[str, dict[str, str]] = {}
     compilers = {
@@ -362,10 +374,16 @@ def build_toolchain_channel(work: Path, pythons: dict[str, Path], recipe: Path,
         # the toolkit's own nvcc (as conda's sits in its toolkit), not the PATH entry, which may
         # be a wrapper: a build whose CMake reports this path took it from the activation
         toolkit_nvcc = cuda_root / "bin" / "nvcc"
+        # find_package(Torch) of a CUDA libtorch runs find_package(CUDA) (the old FindCUDA,
+        # which resolves /usr/local/bin/nvcc to the wrong root) and looks for libnvrtc.so, which
+        # conda's cuda-nvrtc-dev puts into $PREFIX/lib: the toolkit root and the prefix go in
+        # through CMAKE_ARGS, as conda-forge's activations pass theirs
         compilers["cuda-nvcc_linux-64"] = ("nvcc", {"CUDACXX": str(toolkit_nvcc if toolkit_nvcc.is_file() else nvcc),
-                                                     "CUDA_HOME": str(cuda_root)})
+                                                     "CUDA_HOME": str(cuda_root),
+                                                     "CMAKE_ARGS": (f'"${{CMAKE_ARGS:-}} -DCUDAToolkit_ROOT={cuda_root} -DCUDA_TOOLKIT_ROOT_DIR={cuda_root} '
+                                                                    '-DCMAKE_PREFIX_PATH=${PREFIX:-${CONDA_PREFIX:-}}"')})
     for name, spec in sorted(needed.items()):
-        if name == "python" or name in wheel_names:
+        if name in skip:
             continue
         if name in compilers:
             key, exports = compilers[name]
@@ -378,22 +396,27 @@ def build_toolchain_channel(work: Path, pythons: dict[str, Path], recipe: Path,
             raise ToolchainUnavailable("nvcc not found; the CUDA variant needs the real nvcc")
         else:
             machine.append(stand_in_output(spec))
-    recipes.append(("toolchain-machine", machine))
+    return machine, activations
 
-    channel = work / "channel"
+
+def build_outputs(recipes_dir: Path, recipes: list[tuple[str, list[dict]]], channel: Path,
+                  log=print, package_format: str = "conda:1") -> list[str]:
+    """Build each (name, outputs) recipe with rattler-build into `channel` (indexed first, so
+    later recipes can use earlier ones); returns the package file names built."""
+    from rattler_build import Stage0Recipe, ToolConfiguration
+
     index_channel(channel)
     built: list[str] = []
     for name, outputs in recipes:
         if not outputs:
             continue
-        folder = work / "recipes" / name
+        folder = recipes_dir / name
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "recipe.yaml").write_text(multi_output_recipe(name, outputs))
         log(f"toolchain: building {len(outputs)} package(s) of {name}")
         recipe_obj = Stage0Recipe.from_file(folder / "recipe.yaml")
         for result in recipe_obj.run_build(tool_config=ToolConfiguration(test_strategy="skip", compression_threads=2),
                                            output_dir=channel, channels=[str(channel)],
-                                           package_format="conda:1"):
+                                           package_format=package_format):
             built += [Path(p).name for p in result.packages]
-    return Toolchain(channel=channel, pythons=dict(pythons), versions=versions,
-                     packages=[p.removesuffix(".conda") for p in built], activations=activations)
+    return built

@@ -19,8 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.support.real_wheel.build_cache import Interpreter, fixture_for, read_cache, write_build_cache
+from megabuild.errors import MegabuildError
 from tests.support.paths import REPO_ROOT
+from tests.support.real_wheel.build_cache import Interpreter, fixture_for, read_cache, write_build_cache
+from tests.support.real_wheel.cuda_wheel import (drop_nvidia_rpath, drop_wheel_rpaths, links_magma, source_build_metadata,
+                                                 wheel_cuda_version)
+
+LINALG = "libtorch_cuda_linalg.so"
 
 # The Python entries a retargeted cache must carry for the interpreter setup.py will build for.
 RETARGETED_KEYS = ("Python_EXECUTABLE", "_Python_EXECUTABLE", "PYBIND11_PYTHON_EXECUTABLE_LAST",
@@ -94,6 +99,7 @@ class WheelFrontend:
     patched: list[str] = field(default_factory=list)
     unpatched: list[str] = field(default_factory=list)
     installs: list[dict[str, Any]] = field(default_factory=list)
+    linalg_flavour: str | None = None
 
     def build_dir(self, ctx) -> Path:
         return Path(ctx.src_dir) / "build"
@@ -102,10 +108,32 @@ class WheelFrontend:
         return sorted(self.build_dir(ctx).glob("lib.*"))
 
     def build(self, ctx) -> None:
+        """First call: unpack the wheel as `setup.py build` leaves its output and write the
+        CMake cache. Later calls (the driver's MAGMA flip) only lay out libtorch_cuda_linalg
+        for the cache's USE_MAGMA, as the real rebuild only relinks that library."""
+        self._check_cuda(ctx)
         build = self.build_dir(ctx)
         interpreter = Interpreter.probe(Path(ctx.python))
         # setup.py build names its output folder after the interpreter it runs with
         lib_dir = build / f"lib.linux-x86_64-{interpreter.tag}"
+        cache = build / "CMakeCache.txt"
+        if not cache.is_file():
+            self._unpack(lib_dir, ctx)
+            write_build_cache(fixture_for(self.cache_fixtures, interpreter), cache,
+                              Path(ctx.src_dir), interpreter)
+        self._lay_out_linalg(lib_dir, read_cache(cache).get("USE_MAGMA", "OFF"))
+
+    def _check_cuda(self, ctx) -> None:
+        """The wheel's CUDA version must be the job's: one line, before anything is written."""
+        job = ctx.variant.get("cuda_compiler_version") or ctx.env.get("cuda_compiler_version") or "None"
+        job = None if job == "None" else job
+        wheel = wheel_cuda_version(self.wheel)
+        if wheel != job:
+            raise MegabuildError(f"{self.wheel.name} is built for {'CUDA ' + wheel if wheel else 'CPU'}, "
+                                 f"the job for {'CUDA ' + job if job else 'CPU'}; pick the job of the "
+                                 "wheel's CUDA version or a wheel of the job's")
+
+    def _unpack(self, lib_dir: Path, ctx) -> None:
         with zipfile.ZipFile(self.wheel) as wheel:
             for member in wheel.infolist():
                 if ".dist-info/" in member.filename:
@@ -114,12 +142,34 @@ class WheelFrontend:
                 mode = member.external_attr >> 16
                 if mode & 0o111:  # zipfile drops permissions; executables and .so files need them
                     os.chmod(lib_dir / member.filename, mode & 0o7777)
+        if wheel_cuda_version(self.wheel):
+            drop_wheel_rpaths(lib_dir / "torch" / "lib")
         self._apply_patches(lib_dir)
         if ctx.env.get("USE_SYSTEM_PYBIND11") == "1":
             # CMake installs no pybind11 headers into torch/include when it uses the system's
             shutil.rmtree(lib_dir / "torch" / "include" / "pybind11")
-        write_build_cache(fixture_for(self.cache_fixtures, interpreter), build / "CMakeCache.txt",
-                          Path(ctx.src_dir), interpreter)
+
+    def _lay_out_linalg(self, lib_dir: Path, use_magma: str) -> None:
+        """The wheel's libtorch_cuda_linalg when its MAGMA flavour is the cache's; otherwise a
+        text file saying that flavour is not in the wheel (the driver stages both flavours;
+        a job that packages the missing one must build from source)."""
+        member = f"torch/lib/{LINALG}"
+        with zipfile.ZipFile(self.wheel) as wheel:
+            if member not in wheel.namelist():
+                return
+            target = lib_dir / member
+            tmp = target.with_name(target.name + ".tmp")
+            with wheel.open(member) as src, tmp.open("wb") as out:
+                shutil.copyfileobj(src, out, 16 << 20)
+        os.chmod(tmp, 0o755)
+        wanted = use_magma.upper() in ("ON", "1", "TRUE", "YES")
+        self.linalg_flavour = "magma" if links_magma(tmp) else "nomagma"
+        if (self.linalg_flavour == "magma") != wanted:
+            tmp.write_text(f"not built: {self.wheel.name} carries only the {self.linalg_flavour} "
+                           f"flavour of {LINALG}; the other one needs a build from source\n")
+        else:
+            drop_nvidia_rpath(tmp)
+        os.replace(tmp, target)
 
     def _apply_patches(self, lib_dir: Path) -> None:
         """Apply each recipe patch whose files the wheel carries; a patch that fails is fatal."""
@@ -177,6 +227,8 @@ class WheelFrontend:
                 if member.filename == record_name:
                     continue
                 data = upstream.read(member)
+                if member.filename.endswith("/METADATA"):
+                    data = source_build_metadata(data.decode()).encode()
                 packed.writestr(member, data)
                 record_lines.append(f"{member.filename},{_digest(data)},{len(data)}")
             record_lines.append(f"{record_name},,")
