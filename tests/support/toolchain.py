@@ -270,12 +270,28 @@ def download_wheels(pins: dict[str, str], pythons: list[str], dest: Path) -> dic
     return wheels
 
 
+def _keep_zipped_entries(data: dict, key: str, values: list[str]) -> None:
+    """Where ``values`` picks some of ``key``'s entries (a subset of the job's Pythons), pick the
+    same entries of every key zipped with it (``is_freethreading``), or the zip lengths differ."""
+    old = data.get(key)
+    if not isinstance(old, list) or not all(v in old for v in values):
+        return  # a value of this machine's own (gcc, glibc): nothing zipped follows it
+    picked = [old.index(v) for v in values]
+    for group in data.get("zip_keys") or []:
+        if key in group:
+            for other in group:
+                if other != key and isinstance(data.get(other), list) and len(data[other]) == len(old):
+                    data[other] = [data[other][i] for i in picked]
+
+
 def job_variant_file(job: Path, overrides: dict[str, list[str]], dest: Path) -> Path:
     """The .ci_support job with this machine's values (Pythons, compiler and glibc versions)."""
     import yaml
 
     data = yaml.safe_load(job.read_text())
     data.pop("channel_sources", None)  # the local channel replaces conda-forge
+    for key, values in overrides.items():
+        _keep_zipped_entries(data, key, values)
     data.update(overrides)
     dest.parent.mkdir(parents=True, exist_ok=True)
     dest.write_text(yaml.safe_dump(data, sort_keys=True))
