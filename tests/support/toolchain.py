@@ -32,7 +32,7 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # pinned wheels: the layout test's list (numpy, torch's runtime deps, pybind11) plus this one's
 WHEEL_PINS = (REPO_ROOT / "tests" / "support" / "real_wheel" / "prefix-requirements.txt",
-              REPO_ROOT / "tests" / "realbuild" / "channel-requirements.txt")
+              Path(__file__).resolve().parent / "channel-requirements.txt")
 TOOLS = ("cmake", "ninja", "make", "pkg-config", "ccache")
 # conda names that differ from the normalised PyPI name
 CONDA_NAMES = {"typing-extensions": "typing_extensions"}
