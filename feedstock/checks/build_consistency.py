@@ -57,10 +57,10 @@ def check_reported_version(feedstock: Feedstock, jobs: list[CiJob]) -> list[str]
     findings: list[str] = []
     for job in jobs:
         for out in render_job(feedstock, job.name, job.config):
-            commands = [str(c) for c in (out.tests.get("commands") or [])]
-            asserted = {m.group(1) for c in commands for m in _VERSION_ASSERT.finditer(c)}
             if out.name != "pytorch":
                 continue
+            commands = [str(c) for c in (out.tests.get("commands") or [])]
+            asserted = {m.group(1) for c in commands for m in _VERSION_ASSERT.finditer(c)}
             try:
                 reported, number = reported_version(feedstock.recipe_dir, out.variant, out.version,
                                                     out.build_number)
