@@ -38,8 +38,9 @@ def will_run(plan: BuildPlan, force: bool) -> bool:
 
 
 def run_batch(plans: list[BuildPlan], options: Options, batch: BatchOptions, console: Console,
-              environ: dict[str, str]) -> int:
-    rows: list[Row] = []
+              environ: dict[str, str], rows: list[Row] | None = None) -> int:
+    """Build the plans in turn; ``rows`` (if given) receives the summary rows."""
+    rows = [] if rows is None else rows
     ran_before = False
     stop_reason = ""
     for index, plan in enumerate(plans, 1):

@@ -17,6 +17,7 @@ from .console import Console
 from .errors import EXIT_USAGE, LocalBuildError
 from .overrides import parse_overrides
 from .ownership import hand_back, host_user_id
+from .apptainer import parse_sif
 from .plan import MARKER_PREFIX, Options, default_cpu_count, make_plan
 from .selection import apply_filters, compile_filters, menu, select
 from .tokens import UPLOAD_CREDENTIALS
@@ -37,6 +38,10 @@ examples:
   build-locally.py --dry-run --all          what would run: image, command, environment, outputs
   build-locally.py CONFIG --python 3.12 --cuda-arch 9.0 --compile-cache ~/.ccache   fast dev build
   build-locally.py --all --compile-cache redis://cache.example.org:6379   share objects between machines
+  build-locally.py --all --scheduler slurm --partition gpu --gpus 1 --time 12:00:00 --wait
+                                            a Slurm job array: one task per config (--native),
+                                            one final job indexing the channel (docs/more-machines.md)
+  build-locally.py CONFIG --engine apptainer            in the config's image through Apptainer
 
 environment:
   CPU_COUNT                     cores the build may use (default: all usable cores)
@@ -45,11 +50,12 @@ environment:
   CONDA_FORGE_DOCKER_RUN_ARGS   extra arguments for `docker run`
   BINSTAR_TOKEN / ANACONDA_API_TOKEN  passed into the build only with --upload
   FEEDSTOCK_COMPILE_CACHE_PASSWORD    the compile cache's password, passed by name only
+  SLURM_CONF                    with --scheduler slurm: which cluster sbatch talks to
 
 exit status:
   0 all selected configs built (or were already built)   1 a config failed
   2 bad arguments / unknown config / nothing to build    3 preflight: no engine or build tool,
-  too little disk, CPU_COUNT above the cores             4 --no-wait and another run holds
+  too little disk, CPU_COUNT above the cores, no Slurm   4 --no-wait and another run holds
   the build_artifacts/ lock                              130 interrupted (Ctrl-C, SIGTERM)
 """
 
@@ -88,8 +94,12 @@ def build_parser() -> argparse.ArgumentParser:
     backend = parser.add_argument_group("where to build")
     backend.add_argument("--engine", metavar="EXE",
                          help="container engine: docker (default; podman when it is on PATH and docker is "
-                              "not), podman or a path "
+                              "not), podman, apptainer (or singularity: `apptainer exec` of "
+                              "docker://IMAGE, for HPC sites without Docker) or a path "
                               "(default from DOCKER_EXECUTABLE)")
+    backend.add_argument("--apptainer-image", metavar="SIF",
+                         help="with --engine apptainer: this local SIF instead of "
+                              "docker://<the config's docker_image> (e.g. a site's copy)")
     backend.add_argument("--native", action="store_true",
                          help="build on this host with its conda-build (or rattler-build if the "
                               "recipe has recipe.yaml) instead of a container")
@@ -122,6 +132,32 @@ def build_parser() -> argparse.ArgumentParser:
     backend.add_argument("--upload", action="store_true",
                          help="upload the packages; only then are BINSTAR_TOKEN / "
                               "ANACONDA_API_TOKEN passed into the build")
+
+    cluster = parser.add_argument_group(
+        "cluster (Slurm)", "With --scheduler slurm the selected configs become one job array "
+        "(one task per config; configs with a done-marker are not submitted) and a final job "
+        "that indexes build_artifacts/ once and writes the summary. build_artifacts/ must be "
+        "on a filesystem every node mounts. Tasks build with --native unless --engine says "
+        "otherwise.")
+    cluster.add_argument("--scheduler", choices=("slurm",),
+                         help="submit the batch to this scheduler instead of building here")
+    cluster.add_argument("--partition", help="the tasks' partition (sbatch --partition)")
+    cluster.add_argument("--account", help="the account charged (sbatch --account)")
+    cluster.add_argument("--time", metavar="LIMIT",
+                         help="each task's time limit: MINUTES, HH:MM:SS or DAYS-HH[:MM[:SS]]")
+    cluster.add_argument("--cpus-per-task", type=int, metavar="N",
+                         help="cores per task; the build's CPU_COUNT follows it")
+    cluster.add_argument("--mem", metavar="SIZE",
+                         help="memory per task, e.g. 64G (PyTorch needs several GB per compile job)")
+    cluster.add_argument("--gpus", metavar="N|TYPE:N",
+                         help="GPUs per task (for --gpu-tests), e.g. 1 or a100:1")
+    cluster.add_argument("--sbatch-arg", action="append", metavar="ARG",
+                         help="more sbatch options for the tasks, e.g. '--qos=long' or "
+                              "'--constraint=zen3' (repeatable)")
+    cluster.add_argument("--wait", action="store_true",
+                         help="follow the tasks, then print the summary and exit as a local "
+                              "batch would; Ctrl-C cancels the array")
+    cluster.add_argument("--array-task", metavar="JOBDIR", type=Path, help=argparse.SUPPRESS)
 
     dev = parser.add_argument_group("development builds")
     dev.add_argument("--python", action="append", metavar="X.Y",
@@ -200,6 +236,7 @@ def _main(root: Path, args: argparse.Namespace, command_line: str) -> int:
                               EXIT_USAGE)
     if args.output_id and not args.debug:
         raise LocalBuildError("--output-id works with --debug only", EXIT_USAGE)
+    slurm = _slurm_options(args)
     interactive = sys.stdin.isatty()
     cache: dict[str, CiConfig] = {}
 
@@ -218,7 +255,10 @@ def _main(root: Path, args: argparse.Namespace, command_line: str) -> int:
                                 args.compile_cache_read_only)
     options = Options(
         feedstock_root=root, engine=engines.resolve_engine(args.engine, environ),
-        native=args.native, overrides=overrides, debug=args.debug, output_id=args.output_id,
+        # HPC nodes have no Docker: a Slurm task builds natively unless an engine is named
+        native=args.native or (slurm is not None and not args.engine),
+        index="skip" if args.array_task else "after-build",
+        apptainer_image=parse_sif(args.apptainer_image), overrides=overrides, debug=args.debug, output_id=args.output_id,
         upload=args.upload, gpu_tests=args.gpu_tests, test_only=args.test_only, cpu_count=default_cpu_count(environ),
         ci=environ.get("CI", ""), extra_run_args=tuple(engines.extra_run_arguments(environ)),
         stdin_is_tty=interactive, emulate=args.emulate, tool=args.tool,
@@ -231,6 +271,11 @@ def _main(root: Path, args: argparse.Namespace, command_line: str) -> int:
     if all(plan.skip_reason for plan in plans):
         reasons = "; ".join(f"{plan.name}: {plan.skip_reason}" for plan in plans[:3])
         raise LocalBuildError(f"nothing this machine can build ({reasons})", EXIT_USAGE)
+    if slurm is not None:
+        from .slurm_batch import run_slurm
+
+        signal.signal(signal.SIGTERM, _raise_interrupt)
+        return run_slurm(plans, options, args, slurm, environ, args.dry_run, args.wait)
     if args.dry_run:
         from .dryrun import print_plans
 
@@ -246,6 +291,8 @@ def _main(root: Path, args: argparse.Namespace, command_line: str) -> int:
                       options.tool, environ)
     signal.signal(signal.SIGTERM, _raise_interrupt)  # schedulers stop jobs with SIGTERM
     console = Console()
+    if args.array_task is not None:
+        return _array_task(plans, options, args, console, environ)
     try:
         with artifacts_lock(options.artifacts, command_line, not args.no_wait, console.say):
             # a run we waited for may have built some of these configs and used the disk
@@ -256,6 +303,41 @@ def _main(root: Path, args: argparse.Namespace, command_line: str) -> int:
             return run_batch(plans, options, batch, console, environ)
     finally:
         hand_back(options.artifacts, host_user_id(environ))
+
+
+def _slurm_options(args: argparse.Namespace):
+    """The SlurmOptions of --scheduler slurm (checked now), or None without it."""
+    from .slurm_options import parse_slurm_options
+
+    given = [flag for flag, value in (
+        ("--partition", args.partition), ("--account", args.account), ("--time", args.time),
+        ("--cpus-per-task", args.cpus_per_task), ("--mem", args.mem), ("--gpus", args.gpus),
+        ("--sbatch-arg", args.sbatch_arg), ("--wait", args.wait)) if value]
+    if args.scheduler is None:
+        if given:
+            raise LocalBuildError(f"{given[0]} works with --scheduler slurm only", EXIT_USAGE)
+        return None
+    if args.debug or args.array_task is not None:
+        raise LocalBuildError("--debug opens a shell here; it does not combine with "
+                              "--scheduler slurm", EXIT_USAGE)
+    return parse_slurm_options(args.partition, args.account, args.time, args.cpus_per_task,
+                               args.mem, args.gpus, args.sbatch_arg)
+
+
+def _array_task(plans: list, options, args: argparse.Namespace, console: Console,
+                environ: dict[str, str]) -> int:
+    """One task of a Slurm array: the config's build as a local batch runs it, without the
+    build_artifacts/ lock (it would serialise the array; the tasks build different configs
+    and the final job indexes once), and its summary row left for the final job."""
+    from .batch import BatchOptions, Row, run_batch
+    from .slurm_summary import write_result
+
+    rows: list[Row] = []
+    try:
+        return run_batch(plans, options, BatchOptions(force=True), console, environ, rows)
+    finally:
+        for row in rows:
+            write_result(args.array_task, row)
 
 
 def _raise_interrupt(signum: int, frame: object) -> None:

@@ -8,6 +8,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import apptainer
 from . import engine as engines
 from . import rattler
 from .channels import local_folders
@@ -24,6 +25,7 @@ OVERRIDE_VARIABLES = ("FEEDSTOCK_MAX_JOBS", "FEEDSTOCK_CUDA_ARCH_LIST", "FEEDSTO
                       "FEEDSTOCK_COMPILE_CACHE_READ_ONLY", "CCACHE_DIR")
 
 ARTIFACTS = "build_artifacts"
+CONTAINER_BACKENDS = ("docker", "apptainer")
 BUILD_SCRIPT = "scripts/build_steps.sh"
 MARKER_PREFIX = "conda-forge-build-done-"
 
@@ -51,6 +53,8 @@ class Options:
     tool: str | None = None            # --tool; None: conda-build (native: whichever is installed)
     channels: tuple[str, ...] = ()     # --channel: instead of the config's channel_sources
     skip_tests: bool = False           # --skip-tests: build without the packages' tests
+    index: str = "after-build"         # "skip": a Slurm array task; "only": the array's final job
+    apptainer_image: str | None = None  # --apptainer-image SIF (else docker://<docker_image>)
 
     @property
     def artifacts(self) -> Path:
@@ -60,7 +64,7 @@ class Options:
 @dataclass
 class BuildPlan:
     config: CiConfig
-    backend: str                       # "docker" | "native" | "" (skipped)
+    backend: str                       # "docker" | "apptainer" | "native" | "" (skipped)
     skip_reason: str | None            # why this machine does not build it (None: it does)
     marker: Path
     log: Path
@@ -107,7 +111,8 @@ def make_plan(config: CiConfig, options: Options, environ: dict[str, str]) -> Bu
         plan.derived_text = derived_config_text(config, applied.keep_python_indices,
                                                 list(options.channels))
 
-    if backend == "docker":
+    in_container = backend in CONTAINER_BACKENDS
+    if in_container:
         inside_root = engines.CONTAINER_FEEDSTOCK
     else:
         inside_root = str(root)
@@ -129,6 +134,10 @@ def make_plan(config: CiConfig, options: Options, environ: dict[str, str]) -> Bu
         env["TEST_ONLY"] = "1"
     if options.skip_tests:
         env["SKIP_TESTS"] = "1"
+    if options.index == "skip":
+        env["SKIP_INDEX"] = "1"
+    elif options.index == "only":
+        env["INDEX_ONLY"] = "1"
     if options.debug:
         env["BUILD_WITH_CONDA_DEBUG"] = "1"
         if options.output_id:
@@ -136,7 +145,7 @@ def make_plan(config: CiConfig, options: Options, environ: dict[str, str]) -> Bu
     env.update(applied.env)
     cache = options.overrides.compile_cache
     if cache is not None:
-        inside = options.overrides.compile_cache_dir is not None and backend == "docker"
+        inside = options.overrides.compile_cache_dir is not None and in_container
         env["FEEDSTOCK_COMPILE_CACHE"] = engines.CONTAINER_COMPILE_CACHE if inside else cache
         if options.overrides.compile_cache_read_only:
             env["FEEDSTOCK_COMPILE_CACHE_READ_ONLY"] = "1"
@@ -144,10 +153,10 @@ def make_plan(config: CiConfig, options: Options, environ: dict[str, str]) -> Bu
     if options.upload:
         plan.passed_by_name += [name for name in UPLOAD_TOKENS if environ.get(name)]
 
-    tool = options.tool or ("conda-build" if backend == "docker"
+    tool = options.tool or ("conda-build" if in_container
                             else native_build_tool(root) or "conda-build")
     if tool == "rattler-build":
-        if backend == "docker":
+        if in_container:
             runner: list[str] = ["rattler-build"]
             recipe_root, artifacts_inside = engines.CONTAINER_RECIPE, f"{inside_root}/{ARTIFACTS}"
         else:
@@ -157,10 +166,13 @@ def make_plan(config: CiConfig, options: Options, environ: dict[str, str]) -> Bu
             recipe_root, artifacts_inside = str(root / "recipe"), str(artifacts)
         plan.tool_command = rattler.build_command(runner, recipe_root, config_file, artifacts_inside,
                                                   options.skip_tests)
-    if backend == "docker":
+    if in_container:
         if options.tool:
             env["BUILD_TOOL"] = tool
-        _docker_command(plan, config, options, env)
+        if backend == "apptainer":
+            _apptainer_command(plan, config, options, env)
+        else:
+            _docker_command(plan, config, options, env)
     else:
         env.update({"FEEDSTOCK_ROOT": str(root), "RECIPE_ROOT": str(root / "recipe"),
                     "LOCALBUILD_NATIVE": "1", "BUILD_TOOL": tool})
@@ -174,17 +186,11 @@ def _docker_command(plan: BuildPlan, config: CiConfig, options: Options, env: di
     if not image:
         raise LocalBuildError(f"{config.path.name} has no docker_image; regenerate it with "
                               "`python -m feedstock rerender`", EXIT_USAGE)
-    root = options.feedstock_root
     eng = options.engine
     plan.image = image
     plan.container = engines.container_name(config.name, options.stamp)
-    plan.mounts = [engines.mount_argument(root, engines.CONTAINER_FEEDSTOCK),
-                   engines.mount_argument(root / "recipe", engines.CONTAINER_RECIPE)]
-    if options.overrides.compile_cache_dir is not None:
-        plan.mounts.append(engines.mount_argument(options.overrides.compile_cache_dir,
-                                                  engines.CONTAINER_COMPILE_CACHE))
-    for folder in local_folders(options.channels):  # at the same path: one path on both sides
-        plan.mounts.append(engines.mount_argument(folder, str(folder), read_only=True))
+    plan.mounts = [engines.mount_argument(host, inside, read_only=ro)
+                   for host, inside, ro in _container_mounts(options)]
     command = [eng.executable, "run", "--name", plan.container,
                "--label", f"{engines.LABEL}={config.name}"]
     if plan.interactive:
@@ -202,6 +208,33 @@ def _docker_command(plan: BuildPlan, config: CiConfig, options: Options, env: di
     plan.command = command
 
 
+def _container_mounts(options: Options) -> list[tuple[Path, str, bool]]:
+    """(host path, path inside, read-only) of every container build, Docker or Apptainer."""
+    root = options.feedstock_root
+    mounts = [(root, engines.CONTAINER_FEEDSTOCK, False),
+              (root / "recipe", engines.CONTAINER_RECIPE, False)]
+    if options.overrides.compile_cache_dir is not None:
+        mounts.append((options.overrides.compile_cache_dir, engines.CONTAINER_COMPILE_CACHE, False))
+    for folder in local_folders(options.channels):  # at the same path: one path on both sides
+        mounts.append((folder, str(folder), True))
+    return mounts
+
+
+def _apptainer_command(plan: BuildPlan, config: CiConfig, options: Options,
+                       env: dict[str, str]) -> None:
+    if not config.docker_image and not options.apptainer_image:
+        raise LocalBuildError(f"{config.path.name} has no docker_image; regenerate it with "
+                              "`python -m feedstock rerender`, or give --apptainer-image SIF",
+                              EXIT_USAGE)
+    plan.image = apptainer.image_reference(config.docker_image, options.apptainer_image)
+    plan.mounts = [apptainer.bind_argument(host, inside, ro)
+                   for host, inside, ro in _container_mounts(options)]
+    gpu = apptainer.gpu_arguments(config.gpu[0]) if options.gpu_tests else []
+    plan.command = apptainer.exec_command(
+        options.engine.executable, plan.image, plan.mounts, env, gpu, engines.CONTAINER_FEEDSTOCK,
+        ["bash", f"{engines.CONTAINER_FEEDSTOCK}/{BUILD_SCRIPT}"])
+
+
 def choose_backend(config: CiConfig, options: Options) -> tuple[str, str | None]:
     """('docker'|'native', None), or ('', why this machine cannot build the config)."""
     platform = config.platform
@@ -215,7 +248,8 @@ def choose_backend(config: CiConfig, options: Options) -> tuple[str, str | None]
         if _arch(build) != _arch(host) and not options.emulate:
             return "", (f"needs a {build} host: its image runs {build} code (this is {host}); "
                         "--emulate runs it under emulation (qemu/Rosetta, very slow)")
-        return "docker", None
+        return ("apptainer" if apptainer.is_apptainer(options.engine.executable)
+                else "docker"), None
     if platform.startswith("osx-"):
         if host.startswith("osx-"):
             return "native", None
@@ -243,6 +277,9 @@ def native_build_tool(feedstock_root: Path) -> str | None:
 def process_environment(plan: BuildPlan, environ: dict[str, str]) -> dict[str, str]:
     """The environment of the process we start (engine client or native build script)."""
     env = without_secrets(environ, set(plan.passed_by_name))
+    if plan.backend == "apptainer":
+        # the container starts clean (--cleanenv): secrets reach it by name through these
+        env.update(apptainer.secrets_by_name(plan.passed_by_name, environ))
     if plan.backend == "native":
         # as in a container, only the flags decide these (a stale shell value must not turn
         # a release build into a dev build, or change its jobs)

@@ -7,6 +7,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from . import apptainer
 from . import engine as engines
 from . import rattler
 from .errors import EXIT_PREFLIGHT, LocalBuildError
@@ -122,6 +123,8 @@ def run_all(plans: list[BuildPlan], engine: engines.Engine, feedstock_root: Path
         images = {plan.image: plan.name for plan in plans if plan.image}
         for image, config in images.items():
             engines.require_image(engine, image, config)
+    if any(plan.backend == "apptainer" for plan in plans):
+        apptainer.require_apptainer(engine.executable)
     if any(plan.backend == "native" for plan in plans):
         if tool == "rattler-build":
             rattler.check_native(feedstock_root, dict(os.environ) if environ is None else environ)

@@ -23,6 +23,9 @@
 #   TEST_ONLY=1       test the config's packages already in build_artifacts/ (built by another
 #                     machine, e.g. CI's CPU build job; run on a GPU machine) instead of building
 #   SKIP_TESTS=1      build without the packages' tests (conda-build --no-test, rattler-build --test skip)
+#   SKIP_INDEX=1      build without indexing build_artifacts/ (a Slurm array task: the final
+#                     job indexes once, so concurrent tasks never race on repodata.json)
+#   INDEX_ONLY=1      only index build_artifacts/ (that final job)
 #   HOST_USER_ID      in a container that runs as root: build_artifacts/ is handed back to this
 #                     user when the script ends, whether the build worked or not
 set -euo pipefail
@@ -130,6 +133,22 @@ if [[ "${NATIVE}" != 1 && "${tool_in_image}" != 1 ]]; then
         "${tools[@]}"
 fi
 
+index_artifacts() {
+    step "index build_artifacts"
+    if [[ -n "${RATTLER_BUILD_PYTHON:-}" ]] && ! command -v conda >/dev/null 2>&1; then
+        "${RATTLER_BUILD_PYTHON}" "${FEEDSTOCK_ROOT}/scripts/rattler_build_py.py" index "${ARTIFACTS}"
+    elif conda index --help >/dev/null 2>&1; then
+        conda index "${ARTIFACTS}"
+    else
+        python -m conda_index "${ARTIFACTS}"
+    fi
+}
+if [[ "${INDEX_ONLY:-0}" == 1 ]]; then
+    index_artifacts
+    step "done (index only)"
+    exit 0
+fi
+
 clobber=()
 if [[ -f "${FEEDSTOCK_ROOT}/.ci_support/clobber_${CONFIG}.yaml" ]]; then
     clobber=(--clobber-file "${FEEDSTOCK_ROOT}/.ci_support/clobber_${CONFIG}.yaml")
@@ -234,13 +253,10 @@ if [[ "${upload}" == True ]]; then
     ANACONDA_API_TOKEN="${token}" anaconda upload --skip-existing "${packages[@]}"
 fi
 
-step "index build_artifacts"
-if [[ -n "${RATTLER_BUILD_PYTHON:-}" ]] && ! command -v conda >/dev/null 2>&1; then
-    "${RATTLER_BUILD_PYTHON}" "${FEEDSTOCK_ROOT}/scripts/rattler_build_py.py" index "${ARTIFACTS}"
-elif conda index --help >/dev/null 2>&1; then
-    conda index "${ARTIFACTS}"
+if [[ "${SKIP_INDEX:-0}" == 1 ]]; then
+    echo "build_steps.sh: SKIP_INDEX=1: build_artifacts/ is indexed once after the whole batch"
 else
-    python -m conda_index "${ARTIFACTS}"
+    index_artifacts
 fi
 
 step "done"
