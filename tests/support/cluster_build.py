@@ -1,0 +1,85 @@
+"""A feedstock tree whose configs the real Slurm builds natively with rattler-build: the recipe's
+source is the PyTorch-shaped test project, the channels are the session's toolchain channel plus
+a small one with the stand-ins the MKL config needs beyond it (mkl, mkl-devel, ...).
+
+Configs (one Python each, this machine's compiler and glibc): a BLAS pair (cpu generic, cpu
+mkl), a copy that fails at once (Python 3.99: nothing to solve), and a copy meant to be
+cancelled while it runs. Used by tests/localbuild/test_slurm_array.py and scripts/bench_cluster.py.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.support.podman import PYTHON, podman_feedstock
+
+GENERIC_JOB = "linux_64_blas_implgenericc_stdlib_version2.17cuda_compiler_versionNonegpu_backendcpurocm_versionNone"
+MKL_JOB = "linux_64_blas_implmklc_stdlib_version2.17cuda_compiler_versionNonegpu_backendcpurocm_versionNone"
+# short names, sorted in the order the array gets them
+GENERIC, MKL, FAILING, CANCELLED = ("linux_64_a_generic", "linux_64_b_mkl", "linux_64_c_failing",
+                                    "linux_64_d_cancelled")
+
+
+@dataclass
+class ClusterFeedstock:
+    root: Path
+    channels: list[Path]     # --channel values: the toolchain and the extra stand-ins
+
+    @property
+    def artifacts(self) -> Path:
+        return self.root / "build_artifacts"
+
+    def marker(self, config: str) -> Path:
+        return self.artifacts / f"conda-forge-build-done-{config}"
+
+    def log(self, config: str) -> Path:
+        return self.artifacts / f"{config}-log.txt"
+
+
+def one_python_config(job: str, versions: dict[str, str], work: Path) -> str:
+    """The job's variant with this machine's values and one Python (is_python_min dropped: it is
+    zipped with python)."""
+    import yaml
+
+    from tests.realbuild.session import machine_variant
+
+    path = machine_variant(job, (PYTHON,), versions, work / f"{job}.yaml")
+    data = yaml.safe_load(path.read_text())
+    data["channel_sources"] = ["conda-forge"]   # --channel replaces it
+    data.pop("is_python_min", None)
+    data["zip_keys"] = [keys for keys in data.get("zip_keys", []) if "is_python_min" not in keys]
+    return yaml.safe_dump(data, sort_keys=True)
+
+
+def extra_stand_ins(toolchain, recipe: Path, variant: Path, dest: Path) -> Path:
+    """A channel with the stand-ins `variant` needs that the toolchain channel lacks."""
+    from tests.support.toolchain import build_outputs, index_channel, machine_outputs, needed_requirements
+
+    have = toolchain.names()
+    needed = {name: spec for name, spec in needed_requirements(recipe, variant).items()
+              if name not in have}
+    outputs, _ = machine_outputs(needed, toolchain.versions, skip=set())
+    if outputs:
+        build_outputs(dest / "recipes", [("cluster-stand-ins", outputs)], dest / "channel",
+                      log=lambda _: None)
+    else:
+        (dest / "channel" / "noarch").mkdir(parents=True, exist_ok=True)
+        index_channel(dest / "channel")
+    return dest / "channel"
+
+
+def cluster_feedstock(work: Path, realbuild_toolchain: dict) -> ClusterFeedstock:
+    """The tree under work/feedstock, with the four configs and the channels they build from."""
+    from tests.realbuild.feedstock_build import prepare_project_source
+
+    versions = realbuild_toolchain["versions"]
+    generic = one_python_config(GENERIC_JOB, versions, work / "variants")
+    mkl = one_python_config(MKL_JOB, versions, work / "variants")
+    failing = generic.replace(f"{PYTHON}.* *_cpython", "3.99.* *_cpython")
+    assert failing != generic
+    configs = {GENERIC: generic, MKL: mkl, FAILING: failing, CANCELLED: generic}
+    root = podman_feedstock(work / "feedstock", prepare_project_source(work / "source"), configs)
+    toolchain = realbuild_toolchain["toolchain"]
+    extra = extra_stand_ins(toolchain, root / "recipe" / "recipe.yaml",
+                            root / ".ci_support" / f"{MKL}.yaml", work / "stand-ins")
+    return ClusterFeedstock(root=root, channels=[toolchain.channel, extra])
