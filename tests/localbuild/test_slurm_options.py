@@ -103,21 +103,6 @@ def test_dry_run_prints_the_scripts_and_command_lines_and_writes_nothing(fs):
     assert sorted(p.name for p in fs.artifacts.iterdir()) == [fs.marker(CUDA).name]
 
 
-def test_without_slurm_it_is_one_line_and_exit_3_before_writing(fs, tmp_path):
-    env = fs.env(PATH=str(fs.bin_dir))   # the fake engines only: no sbatch
-    proc = fs.run(CPU_GENERIC, "--scheduler", "slurm", "--min-free-gb", "0", env=env)
-    assert proc.returncode == 3
-    assert "needs the Slurm client (sbatch, scontrol)" in one_error_line(proc)
-    assert not fs.artifacts.exists()
-
-
-def test_a_bad_time_is_one_line_before_anything(fs):
-    proc = fs.run(CPU_GENERIC, "--scheduler", "slurm", "--time", "2h")
-    assert proc.returncode == 2
-    assert "--time '2h' is not a Slurm time" in one_error_line(proc)
-    assert not fs.artifacts.exists()
-
-
 def test_slurm_options_need_the_scheduler(fs):
     proc = fs.run(CPU_GENERIC, "--partition", "gpu")
     assert proc.returncode == 2
@@ -207,14 +192,23 @@ def test_apptainer_gpu_flags():
     assert gpu_arguments("cpu") == []
 
 
-def test_apptainer_missing_is_one_line(fs):
-    proc = fs.run(CPU_GENERIC, "--engine", "apptainer", "--min-free-gb", "0")
-    assert proc.returncode == 3
-    assert "'apptainer' not found on PATH" in one_error_line(proc)
+BAD_INPUT = {
+    # no sbatch on PATH (only the fake engines)
+    "no slurm": ((CPU_GENERIC, "--scheduler", "slurm", "--min-free-gb", "0"), True, 3,
+                 "needs the Slurm client (sbatch, scontrol)"),
+    "bad time": ((CPU_GENERIC, "--scheduler", "slurm", "--time", "2h"), False, 2,
+                 "--time '2h' is not a Slurm time"),
+    "no apptainer": ((CPU_GENERIC, "--engine", "apptainer", "--min-free-gb", "0"), False, 3,
+                     "'apptainer' not found on PATH"),
+    "missing sif": ((CPU_GENERIC, "--engine", "apptainer", "--apptainer-image", "/nope.sif"),
+                    False, 2, "--apptainer-image /nope.sif: no such file"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_INPUT)
+def test_bad_input_is_one_line_and_writes_nothing(fs, case):
+    args, bare_path, code, message = BAD_INPUT[case]
+    proc = fs.run(*args, env=fs.env(PATH=str(fs.bin_dir)) if bare_path else None)
+    assert proc.returncode == code, proc.stdout + proc.stderr
+    assert message in one_error_line(proc)
     assert not fs.artifacts.exists()
-
-
-def test_a_missing_sif_is_one_line(fs):
-    proc = fs.run(CPU_GENERIC, "--engine", "apptainer", "--apptainer-image", "/nope.sif")
-    assert proc.returncode == 2
-    assert "--apptainer-image /nope.sif: no such file" in one_error_line(proc)
