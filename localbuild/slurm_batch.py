@@ -77,9 +77,14 @@ def plan_submission(plans: list[BuildPlan], options: Options, args: argparse.Nam
                  "not_submitted": [{"name": r.name, "result": r.result,
                                     "log": str(r.log) if r.log else None} for r in not_submitted]}
     if submitted:
-        index = make_plan(submitted[0].config, replace(options, index="only"), environ)
+        # its own container name (a failed task's kept container has the task's), removed after
+        index = make_plan(submitted[0].config,
+                          replace(options, index="only", stamp=f"{options.stamp}-index"), environ)
+        command = index.command
+        if index.container is not None:
+            command = [command[0], "run", "--rm", *command[2:]]
         # values only, never secrets: the final job inherits the submitting environment
-        job["index"] = {"command": index.command, "env": index.env}
+        job["index"] = {"command": command, "env": index.env}
     return sub, job, not_submitted
 
 
