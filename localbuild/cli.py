@@ -121,7 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
                               "architecture (needs qemu binfmt / Rosetta; very slow)")
     backend.add_argument("--gpu-tests", action="store_true",
                          help="give GPU configs the host GPU for their tests (docker --gpus all; "
-                              "ROCm: /dev/kfd, /dev/dri)")
+                              "ROCm: /dev/kfd, /dev/dri; apptainer: --nv / --rocm)")
     backend.add_argument("--test-only", action="store_true",
                          help="test the config's packages already in build_artifacts/ instead of "
                               "building (e.g. with --gpu-tests on a GPU machine, after a CPU "
@@ -134,11 +134,12 @@ def build_parser() -> argparse.ArgumentParser:
                               "ANACONDA_API_TOKEN passed into the build")
 
     cluster = parser.add_argument_group(
-        "cluster (Slurm)", "With --scheduler slurm the selected configs become one job array "
-        "(one task per config; configs with a done-marker are not submitted) and a final job "
-        "that indexes build_artifacts/ once and writes the summary. build_artifacts/ must be "
-        "on a filesystem every node mounts. Tasks build with --native unless --engine says "
-        "otherwise.")
+        "cluster (Slurm)",
+        "With --scheduler slurm the selected configs become one job array (one task per\n"
+        "config, the same build a local batch runs; configs with a done-marker are not\n"
+        "submitted) and a final job that indexes build_artifacts/ once and writes the summary.\n"
+        "build_artifacts/ must be on a filesystem every node mounts. Tasks build with --native\n"
+        "unless --engine says otherwise (e.g. apptainer). docs/more-machines.md has examples.")
     cluster.add_argument("--scheduler", choices=("slurm",),
                          help="submit the batch to this scheduler instead of building here")
     cluster.add_argument("--partition", help="the tasks' partition (sbatch --partition)")
