@@ -42,6 +42,24 @@ NATIVE="${LOCALBUILD_NATIVE:-0}"
 BUILD_TOOL="${BUILD_TOOL:-conda-build}"
 export PYTHONUNBUFFERED=1
 
+index_artifacts() {
+    step "index build_artifacts"
+    if [[ -n "${RATTLER_BUILD_PYTHON:-}" ]] && ! command -v conda >/dev/null 2>&1; then
+        "${RATTLER_BUILD_PYTHON}" "${FEEDSTOCK_ROOT}/scripts/rattler_build_py.py" index "${ARTIFACTS}"
+    elif conda index --help >/dev/null 2>&1; then
+        conda index "${ARTIFACTS}"
+    else
+        python -m conda_index "${ARTIFACTS}"
+    fi
+}
+# before the config file is read: the final job of a Slurm array indexes even when the task
+# that would have written a derived config never started
+if [[ "${INDEX_ONLY:-0}" == 1 ]]; then
+    index_artifacts
+    step "done (index only)"
+    exit 0
+fi
+
 step "configure conda"
 if [[ ! -f "${CONFIG_FILE}" ]]; then
     echo "build_steps.sh: config file ${CONFIG_FILE} not found" >&2
@@ -131,22 +149,6 @@ if [[ "${NATIVE}" != 1 && "${tool_in_image}" != 1 ]]; then
     fi
     "${installer}" install --name base --yes --quiet --override-channels ${channel_args[@]+"${channel_args[@]}"} \
         "${tools[@]}"
-fi
-
-index_artifacts() {
-    step "index build_artifacts"
-    if [[ -n "${RATTLER_BUILD_PYTHON:-}" ]] && ! command -v conda >/dev/null 2>&1; then
-        "${RATTLER_BUILD_PYTHON}" "${FEEDSTOCK_ROOT}/scripts/rattler_build_py.py" index "${ARTIFACTS}"
-    elif conda index --help >/dev/null 2>&1; then
-        conda index "${ARTIFACTS}"
-    else
-        python -m conda_index "${ARTIFACTS}"
-    fi
-}
-if [[ "${INDEX_ONLY:-0}" == 1 ]]; then
-    index_artifacts
-    step "done (index only)"
-    exit 0
 fi
 
 clobber=()

@@ -17,7 +17,7 @@ from localbuild.errors import LocalBuildError
 from localbuild.slurm_client import TaskState, parse_show_job
 from localbuild.slurm_options import check_time, parse_slurm_options
 from localbuild.slurm_summary import exit_status, task_row, write_result
-from tests.support.build_locally import make_feedstock
+from tests.support.build_locally import install_fake_conda, make_feedstock, read_jsonl
 
 CPU_GENERIC = "linux_64_blas_implgenericcuda_compiler_versionNone"
 CUDA = "linux_64_blas_implmklcuda_compiler_version12.9"
@@ -212,3 +212,31 @@ def test_bad_input_is_one_line_and_writes_nothing(fs, case):
     assert proc.returncode == code, proc.stdout + proc.stderr
     assert message in one_error_line(proc)
     assert not fs.artifacts.exists()
+
+
+# --- scripts/build_steps.sh: the tasks skip the index, the final job only indexes -----------
+
+def _steps(fs, tmp_path, **extra: str) -> tuple[subprocess.CompletedProcess, list[str]]:
+    install_fake_conda(fs.bin_dir)
+    calls = tmp_path / "conda-calls.jsonl"
+    env = fs.env(FEEDSTOCK_ROOT=str(fs.root), RECIPE_ROOT=str(fs.root / "recipe"),
+                 CONFIG=CPU_GENERIC, LOCALBUILD_NATIVE="1", FAKE_CONDA_LOG=str(calls), **extra)
+    proc = subprocess.run(["bash", str(fs.root / "scripts" / "build_steps.sh")], env=env,
+                          cwd=fs.root, capture_output=True, text=True, timeout=60)
+    commands = [c["argv"][0] + (" --help" if "--help" in c["argv"] else "") for c in read_jsonl(calls)]
+    return proc, commands
+
+
+def test_build_steps_skip_index_builds_and_marks_without_indexing(fs, tmp_path):
+    proc, commands = _steps(fs, tmp_path, SKIP_INDEX="1")
+    assert proc.returncode == 0, proc.stderr
+    assert commands == ["build"]
+    assert "SKIP_INDEX=1" in proc.stdout and fs.marker(CPU_GENERIC).exists()
+
+
+def test_build_steps_index_only_indexes_even_without_the_config_file(fs, tmp_path):
+    fs.artifacts.mkdir()   # the tasks made it
+    proc, commands = _steps(fs, tmp_path, INDEX_ONLY="1", CONFIG_FILE=str(tmp_path / "gone.yaml"))
+    assert proc.returncode == 0, proc.stderr
+    assert commands == ["index --help", "index"]
+    assert not fs.marker(CPU_GENERIC).exists()
