@@ -259,6 +259,7 @@ def _main(root: Path, args: argparse.Namespace, command_line: str) -> int:
         # HPC nodes have no Docker: a Slurm task builds natively unless an engine is named
         native=args.native or (slurm is not None and not args.engine),
         index="skip" if args.array_task else "after-build",
+        task_output=_task_output(root, args.array_task),
         apptainer_image=parse_sif(args.apptainer_image), overrides=overrides, debug=args.debug, output_id=args.output_id,
         upload=args.upload, gpu_tests=args.gpu_tests, test_only=args.test_only, cpu_count=default_cpu_count(environ),
         ci=environ.get("CI", ""), extra_run_args=tuple(engines.extra_run_arguments(environ)),
@@ -323,6 +324,17 @@ def _slurm_options(args: argparse.Namespace):
                               "--scheduler slurm", EXIT_USAGE)
     return parse_slurm_options(args.partition, args.account, args.time, args.cpus_per_task,
                                args.mem, args.gpus, args.sbatch_arg)
+
+
+def _task_output(root: Path, job_dir: Path | None) -> str | None:
+    """Where a Slurm task builds: JOBDIR/work/, relative to build_artifacts/ (the same path
+    inside a container)."""
+    if job_dir is None:
+        return None
+    try:
+        return str((job_dir.resolve() / "work").relative_to(root / "build_artifacts"))
+    except ValueError:
+        raise LocalBuildError(f"--array-task {job_dir}: not inside build_artifacts/", EXIT_USAGE) from None
 
 
 def _array_task(plans: list, options, args: argparse.Namespace, console: Console,

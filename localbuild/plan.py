@@ -55,6 +55,7 @@ class Options:
     skip_tests: bool = False           # --skip-tests: build without the packages' tests
     index: str = "after-build"         # "skip": a Slurm array task; "only": the array's final job
     apptainer_image: str | None = None  # --apptainer-image SIF (else docker://<docker_image>)
+    task_output: str | None = None     # a Slurm task's own output folder, relative to build_artifacts/
 
     @property
     def artifacts(self) -> Path:
@@ -136,6 +137,8 @@ def make_plan(config: CiConfig, options: Options, environ: dict[str, str]) -> Bu
         env["SKIP_TESTS"] = "1"
     if options.index == "skip":
         env["SKIP_INDEX"] = "1"
+    if options.task_output:
+        env["TASK_OUTPUT_DIR"] = f"{inside_root}/{ARTIFACTS}/{options.task_output}/{config.name}{suffix}"
     elif options.index == "only":
         env["INDEX_ONLY"] = "1"
     if options.debug:

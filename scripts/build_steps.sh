@@ -26,6 +26,9 @@
 #   SKIP_INDEX=1      build without indexing build_artifacts/ (a Slurm array task: the final
 #                     job indexes once, so concurrent tasks never race on repodata.json)
 #   INDEX_ONLY=1      only index build_artifacts/ (that final job)
+#   TASK_OUTPUT_DIR   build in this folder of its own (a Slurm array task: two builds in one
+#                     output folder race on its work folders), then move the packages into
+#                     build_artifacts/<subdir>/ and remove the folder; kept when the build fails
 #   HOST_USER_ID      in a container that runs as root: build_artifacts/ is handed back to this
 #                     user when the script ends, whether the build worked or not
 set -euo pipefail
@@ -101,6 +104,12 @@ if [[ "${NATIVE}" != 1 && "${BUILD_TOOL}" == rattler-build && ( -n "${RATTLER_BU
     tool_in_image=1
 fi
 croot="${CONDA_BLD_PATH:-${ARTIFACTS}}"
+OUTPUT="${ARTIFACTS}"
+if [[ -n "${TASK_OUTPUT_DIR:-}" ]]; then
+    OUTPUT="${TASK_OUTPUT_DIR}"
+    croot="${OUTPUT}"
+    mkdir -p "${OUTPUT}"
+fi
 
 if [[ "${NATIVE}" != 1 && "${tool_in_image}" != 1 ]] && ! command -v conda >/dev/null 2>&1; then
     # Images without conda (the ROCm build image is AlmaLinux with /opt/rocm only): install
@@ -238,10 +247,26 @@ if [[ "${BUILD_TOOL}" == rattler-build ]]; then
         rattler=("${RATTLER_BUILD_PYTHON}" "${FEEDSTOCK_ROOT}/scripts/rattler_build_py.py")
     fi
     "${rattler[@]}" build --recipe "${RECIPE_ROOT}/recipe.yaml" -m "${CONFIG_FILE}" \
-        --ignore-recipe-variants --output-dir "${ARTIFACTS}" ${extra[@]+"${extra[@]}"}
+        --ignore-recipe-variants --output-dir "${OUTPUT}" ${extra[@]+"${extra[@]}"}
 else
-    conda build "${RECIPE_ROOT}" -m "${CONFIG_FILE}" --croot "${croot}" --output-folder "${ARTIFACTS}" \
+    conda build "${RECIPE_ROOT}" -m "${CONFIG_FILE}" --croot "${croot}" --output-folder "${OUTPUT}" \
         --override-channels ${channel_args[@]+"${channel_args[@]}"} --suppress-variables ${clobber[@]+"${clobber[@]}"} ${extra[@]+"${extra[@]}"}
+fi
+
+if [[ "${OUTPUT}" != "${ARTIFACTS}" ]]; then
+    # the task's packages join the shared channel by rename (atomic on one filesystem)
+    shopt -s nullglob
+    for subdir_path in "${OUTPUT}"/*/; do
+        subdir="$(basename "${subdir_path}")"
+        case "${subdir}" in noarch|linux-*|osx-*|win-*) ;; *) continue ;; esac
+        packages=("${subdir_path}"*.conda "${subdir_path}"*.tar.bz2)
+        if [[ ${#packages[@]} -gt 0 ]]; then
+            mkdir -p "${ARTIFACTS}/${subdir}"
+            mv -f "${packages[@]}" "${ARTIFACTS}/${subdir}/"
+        fi
+    done
+    shopt -u nullglob
+    rm -rf "${OUTPUT}"
 fi
 
 if [[ "${upload}" == True ]]; then

@@ -17,7 +17,7 @@ from localbuild.errors import LocalBuildError
 from localbuild.slurm_client import TaskState, parse_show_job
 from localbuild.slurm_options import check_time, parse_slurm_options
 from localbuild.slurm_summary import exit_status, task_row, write_result
-from tests.support.build_locally import install_fake_conda, make_feedstock, read_jsonl
+from tests.support.build_locally import fake_conda_packages, install_fake_conda, make_feedstock, read_jsonl
 
 CPU_GENERIC = "linux_64_blas_implgenericcuda_compiler_versionNone"
 CUDA = "linux_64_blas_implmklcuda_compiler_version12.9"
@@ -227,11 +227,22 @@ def _steps(fs, tmp_path, **extra: str) -> tuple[subprocess.CompletedProcess, lis
     return proc, commands
 
 
-def test_build_steps_skip_index_builds_and_marks_without_indexing(fs, tmp_path):
-    proc, commands = _steps(fs, tmp_path, SKIP_INDEX="1")
+def test_build_steps_of_a_task_build_apart_move_the_packages_and_skip_the_index(fs, tmp_path):
+    own = fs.artifacts / "slurm" / "x" / "work" / CPU_GENERIC
+    proc, commands = _steps(fs, tmp_path, SKIP_INDEX="1", TASK_OUTPUT_DIR=str(own))
     assert proc.returncode == 0, proc.stderr
     assert commands == ["build"]
     assert "SKIP_INDEX=1" in proc.stdout and fs.marker(CPU_GENERIC).exists()
+    built = sorted(p.name for p in (fs.artifacts / "linux-64").iterdir())
+    assert built == sorted(fake_conda_packages(CPU_GENERIC))
+    assert not own.exists()
+
+
+def test_a_failed_task_build_keeps_its_folder(fs, tmp_path):
+    own = fs.artifacts / "slurm" / "x" / "work" / CPU_GENERIC
+    proc, _ = _steps(fs, tmp_path, SKIP_INDEX="1", TASK_OUTPUT_DIR=str(own), FAKE_CONDA_BUILD_FAIL="1")
+    assert proc.returncode != 0
+    assert own.is_dir() and not fs.marker(CPU_GENERIC).exists()
 
 
 def test_build_steps_index_only_indexes_even_without_the_config_file(fs, tmp_path):
