@@ -55,9 +55,12 @@ def extra_stand_ins(toolchain, recipe: Path, variant: Path, dest: Path) -> Path:
     """A channel with the stand-ins `variant` needs that the toolchain channel lacks."""
     from tests.support.toolchain import build_outputs, index_channel, machine_outputs, needed_requirements
 
-    have = toolchain.names()
+    have = set(toolchain.packages)   # name-version-build
+    # a name the toolchain has may still miss the build this variant pins (libblas * *mkl
+    # where the toolchain has libblas ... local_netlib): stand in for those too
     needed = {name: spec for name, spec in needed_requirements(recipe, variant).items()
-              if name not in have}
+              if f"{name}-{spec.satisfying_version()}-{spec.satisfying_build()}" not in have
+              and not (name in toolchain.names() and spec.build in ("", "*"))}
     outputs, _ = machine_outputs(needed, toolchain.versions, skip=set())
     if outputs:
         build_outputs(dest / "recipes", [("cluster-stand-ins", outputs)], dest / "channel",
