@@ -17,6 +17,9 @@ from .console import Console, format_duration
 from .plan import BuildPlan, Options, process_environment
 
 STEP_PREFIX = b"::build-locally-step::"
+# a Slurm task's build names the packages it moved into build_artifacts/ (siblings move theirs
+# at the same time, so the folder's before/after difference is not this build's alone)
+PACKAGE_PREFIX = b"::build-locally-package::"
 HEARTBEAT_SECONDS = 300.0
 STOP_GRACE_SECONDS = 10.0
 _SUBDIR = re.compile(r"^(noarch|linux-[a-z0-9_]+|osx-[a-z0-9_]+|win-[a-z0-9_]+)$")
@@ -97,6 +100,7 @@ def run_plan(plan: BuildPlan, options: Options, console: Console, label: str,
     before = package_snapshot(options.artifacts)
     started = time.monotonic()
     env = process_environment(plan, environ)
+    reported: list[str] = []
     with log_file as log:
         console.log = log
         try:
@@ -107,7 +111,7 @@ def run_plan(plan: BuildPlan, options: Options, console: Console, label: str,
             if plan.interactive:
                 returncode = _run_interactive(plan, env, console, label)
             else:
-                returncode = _run_streaming(plan, env, console, label, started, options)
+                returncode = _run_streaming(plan, env, console, label, started, options, reported)
         except KeyboardInterrupt:
             seconds = time.monotonic() - started
             console.say(f"[{label}] interrupted after {format_duration(seconds)}; "
@@ -118,6 +122,8 @@ def run_plan(plan: BuildPlan, options: Options, console: Console, label: str,
         seconds = time.monotonic() - started
         produced = sorted(path for path, mtime in package_snapshot(options.artifacts).items()
                           if before.get(path) != mtime)
+        if plan.env.get("TASK_OUTPUT_DIR"):
+            produced = sorted(options.artifacts / name for name in reported)
         outcome = _judge(plan, returncode, seconds, produced)
         console.log = log
         _finish_container(plan, options, outcome, console, label)
@@ -168,7 +174,7 @@ def _finish_container(plan: BuildPlan, options: Options, outcome: Outcome, conso
 
 
 def _run_streaming(plan: BuildPlan, env: dict[str, str], console: Console, label: str,
-                   started: float, options: Options) -> int:
+                   started: float, options: Options, reported: list[str]) -> int:
     try:
         proc = subprocess.Popen(plan.command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, env=env, cwd=str(options.feedstock_root),
@@ -177,7 +183,7 @@ def _run_streaming(plan: BuildPlan, env: dict[str, str], console: Console, label
         console.say(f"[{label}] cannot start {plan.command[0]}: {exc.strerror or exc}")
         return 127
     try:
-        _pump(proc, console, label, started)
+        _pump(proc, console, label, started, reported)
         return proc.wait()
     except KeyboardInterrupt:
         _stop(proc, plan, options)
@@ -187,7 +193,8 @@ def _run_streaming(plan: BuildPlan, env: dict[str, str], console: Console, label
             proc.stdout.close()
 
 
-def _pump(proc: subprocess.Popen, console: Console, label: str, started: float) -> None:
+def _pump(proc: subprocess.Popen, console: Console, label: str, started: float,
+          reported: list[str]) -> None:
     fd = proc.stdout.fileno()
     pending = b""
     step = "starting"
@@ -214,6 +221,8 @@ def _pump(proc: subprocess.Popen, console: Console, label: str, started: float) 
             if line.startswith(STEP_PREFIX):
                 step = line[len(STEP_PREFIX):].strip().decode("utf-8", "replace")
                 console.progress(label, f"step: {step}", started)
+            elif line.startswith(PACKAGE_PREFIX):
+                reported.append(line[len(PACKAGE_PREFIX):].strip().decode("utf-8", "replace"))
 
 
 def _stop(proc: subprocess.Popen, plan: BuildPlan, options: Options) -> None:

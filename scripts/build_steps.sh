@@ -263,6 +263,9 @@ if [[ "${OUTPUT}" != "${ARTIFACTS}" ]]; then
         if [[ ${#packages[@]} -gt 0 ]]; then
             mkdir -p "${ARTIFACTS}/${subdir}"
             mv -f "${packages[@]}" "${ARTIFACTS}/${subdir}/"
+            for package in "${packages[@]}"; do
+                echo "::build-locally-package:: ${subdir}/$(basename "${package}")"
+            done
         fi
     done
     shopt -u nullglob

@@ -235,6 +235,8 @@ def test_build_steps_of_a_task_build_apart_move_the_packages_and_skip_the_index(
     assert "SKIP_INDEX=1" in proc.stdout and fs.marker(CPU_GENERIC).exists()
     built = sorted(p.name for p in (fs.artifacts / "linux-64").iterdir())
     assert built == sorted(fake_conda_packages(CPU_GENERIC))
+    assert sorted(line.split(":: ")[1] for line in proc.stdout.splitlines()
+                  if line.startswith("::build-locally-package::")) == [f"linux-64/{n}" for n in built]
     assert not own.exists()
 
 
