@@ -108,7 +108,6 @@ OUTPUT="${ARTIFACTS}"
 if [[ -n "${TASK_OUTPUT_DIR:-}" ]]; then
     OUTPUT="${TASK_OUTPUT_DIR}"
     croot="${OUTPUT}"
-    mkdir -p "${OUTPUT}"
 fi
 
 if [[ "${NATIVE}" != 1 && "${tool_in_image}" != 1 ]] && ! command -v conda >/dev/null 2>&1; then
@@ -239,6 +238,7 @@ fi
 
 step "build recipe"
 rm -f "${ARTIFACTS}/${DONE_MARKER}"   # a stale marker must not survive a failed rebuild
+mkdir -p "${OUTPUT}"
 if [[ "${BUILD_TOOL}" == rattler-build ]]; then
     # the same command line as localbuild/rattler.py build_command (shown by --dry-run); the
     # channels come from the config's channel_sources (rattler-build refuses -c as well)
