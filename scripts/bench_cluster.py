@@ -15,8 +15,8 @@ cpu/mkl job does not resolve against the toolchain's stand-ins yet.)
   (tests/support/slurm_cluster.py), every task with --cpus-per-task 2 and one shared cache folder.
   The node has 2 cores, so the tasks run one after another, siblings after siblings.
 
-Compile work = compiles the launcher ran the compiler for (misses + uncacheable), summed over the
-`compile cache statistics` lines of the configs' logs. Last line:
+Compile work = compiles ccache (the compiler launcher) ran the compiler for: its misses, from
+`ccache --print-stats` of each cache folder. Last line:
 
     cluster: N configs; compile work ratio X.XX; wall ratio Y.YY
 
@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -40,25 +39,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tests.realbuild.feedstock_build import prepare_project_source  # noqa: E402
-from tests.support.cluster_build import GENERIC_JOB, OTHER_PYTHON, one_python_config  # noqa: E402
+from tests.support.cluster_build import GENERIC_JOB, OTHER_PYTHON, ccache_counts, one_python_config  # noqa: E402
 from tests.support.podman import PYTHON, podman_feedstock  # noqa: E402
 from tests.support.pythons import find_cpythons  # noqa: E402
 from tests.support.slurm_cluster import slurm_cluster, slurm_unavailable  # noqa: E402
 
-_STATS = re.compile(r"compile cache statistics \(([^)]*)\): (\d+) hits, (\d+) misses, (\d+) uncacheable")
-
-
 def step(text: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {text}", flush=True)
-
-
-def compile_counts(log: Path) -> tuple[int, int]:
-    """(compiles run, compiles served from the cache) from a config's log."""
-    work = hits = 0
-    for match in _STATS.finditer(log.read_text(errors="replace")):
-        hits += int(match.group(2))
-        work += int(match.group(3)) + int(match.group(4))
-    return work, hits
 
 
 def configs_to_build(versions: dict[str, str], work: Path, cuda: bool) -> dict[str, str]:
@@ -125,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
             if proc.returncode != 0:
                 print(proc.stdout[-3000:], proc.stderr[-2000:], file=sys.stderr)
                 return 1
-            compiles, _ = compile_counts(alone_root / "build_artifacts" / f"{name}-log.txt")
+            compiles, _ = ccache_counts(work / "caches" / name)
             print(f"  {name}: {seconds:.1f} s, {compiles} compiles", flush=True)
             alone_seconds += seconds
             alone_work += compiles
@@ -143,11 +130,8 @@ def main(argv: list[str] | None = None) -> int:
         if proc.returncode != 0:
             print(proc.stdout[-3000:], proc.stderr[-2000:], file=sys.stderr)
             return 1
-        cluster_work = 0
-        for name in names:
-            compiles, hits = compile_counts(cluster_root / "build_artifacts" / f"{name}-log.txt")
-            print(f"  {name}: {compiles} compiles, {hits} served by the shared cache", flush=True)
-            cluster_work += compiles
+        cluster_work, hits = ccache_counts(work / "shared-cache")
+        print(f"  shared cache: {cluster_work} compiles, {hits} served from the cache", flush=True)
         print(f"alone: {alone_seconds:.1f} s, {alone_work} compiles; cluster: "
               f"{cluster_seconds:.1f} s, {cluster_work} compiles", flush=True)
         print(f"cluster: {len(names)} configs; compile work ratio {cluster_work / max(alone_work, 1):.2f}; "

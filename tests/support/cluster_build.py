@@ -85,3 +85,18 @@ def cluster_feedstock(work: Path, realbuild_toolchain: dict) -> ClusterFeedstock
     configs = {GENERIC: generic, GENERIC_OTHER: other, FAILING: failing, CANCELLED: generic}
     root = podman_feedstock(work / "feedstock", prepare_project_source(work / "source"), configs)
     return ClusterFeedstock(root=root, channels=[realbuild_toolchain["toolchain"].channel])
+
+
+def ccache_counts(cache_dir: Path) -> tuple[int, int]:
+    """(compiles the launcher ran the compiler for, compiles served from the cache) over all
+    builds that used the ccache folder, from `ccache --print-stats`. (The driver's own
+    `compile cache statistics` lines stay in rattler-build's work folder, not in our log.)"""
+    import subprocess
+
+    proc = subprocess.run(["ccache", "--dir", str(cache_dir), "--print-stats"],
+                          capture_output=True, text=True, check=True, timeout=60)
+    stats = {key: int(value) for key, value in
+             (line.split("\t") for line in proc.stdout.splitlines() if "\t" in line)
+             if value.isdigit()}
+    return (stats.get("cache_miss", 0),
+            stats.get("direct_cache_hit", 0) + stats.get("preprocessed_cache_hit", 0))
