@@ -27,7 +27,8 @@ from megabuild.frontend import SetupPyFrontend, run_command  # noqa: E402
 from megabuild.source_prep import prepare_source  # noqa: E402
 from megabuild.steps import run_step  # noqa: E402
 
-CORE_TARGETS = ("c10", "torch_cpu", "torch", "shm", "torch_shm_manager", "torch_cuda", "torch_hip")
+CORE_TARGETS = ("c10", "torch_cpu", "flash_attention", "torch", "shm", "torch_shm_manager", "torch_cuda",
+                "torch_hip")
 PYTHON_TARGETS = ("torch_python", "_C")
 LINALG_TARGETS = ("torch_cuda_linalg",)
 BACKENDS = ("cpu", "cuda", "rocm")
