@@ -264,6 +264,7 @@ def test_dry_run_python_subset_writes_nothing(fs):
     (["--cuda-arch", "sm_90"], "--cuda-arch 'sm_90'"),
     (["--rocm-arch", "mi250"], "--rocm-arch 'mi250'"),
     (["--jobs", "0"], "--jobs 0"),
+    (["--heavy-jobs", "0"], "--heavy-jobs 0: the heavy targets' job pool needs 1 or more"),
     (["--dev-tag", "a-b"], "--dev-tag 'a-b'"),
     (["--output-id", "pytorch*"], "--output-id works with --debug only"),
     (["--upload"], "--upload needs BINSTAR_TOKEN"),
