@@ -9,6 +9,7 @@ headers, and the installed `_C` carries the `t` ABI tag and keeps the GIL off.
 from __future__ import annotations
 
 import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from megabuild.cmake_cache import CMakeCache
 from megabuild.python_target import PythonTarget
 from tests.support import megabuild_harness as harness
 from tests.support.free_threaded_python import FreeThreadedUnavailable, free_threaded_python
+from tests.support.paths import REPO_ROOT
 
 FT = "3.13t"
 
@@ -85,3 +87,26 @@ def test_c_imports_in_both_and_the_gil_stays_off_in_313t(ft_build, tmp_path: Pat
     assert seen[FT][0].startswith("_C.cpython-313t-") and seen[FT][1] == "False"
     gil = next(v for v in seen if v != FT)
     assert "t-" not in seen[gil][0].split(".")[1] and seen[gil][1] == "True"
+
+
+def test_pytorch_tests_gil_check_on_the_real_313t(ft_build, python313t: Path, tmp_path: Path) -> None:
+    """The pytorch-tests runner's free-threaded check: our _C keeps the GIL off; a `torch`
+    extension that does not declare Py_mod_gil turns it back on, and the check sees that."""
+    sys.path.insert(0, str(REPO_ROOT / "recipe" / "pytorch_tests"))
+    try:
+        from run_pytorch_tests import gil_enabled_after_import
+    finally:
+        sys.path.pop(0)
+    assert gil_enabled_after_import(str(ft_build.venvs[FT]), tmp_path) is False
+    undeclared = tmp_path / "undeclared"
+    undeclared.mkdir()
+    (undeclared / "torch.c").write_text(
+        "#include <Python.h>\n"
+        "static struct PyModuleDef m = {PyModuleDef_HEAD_INIT, \"torch\", NULL, -1, NULL};\n"
+        "PyMODINIT_FUNC PyInit_torch(void) { return PyModule_Create(&m); }\n")
+    config = subprocess.run([str(python313t), "-c", "import sysconfig as s; print(s.get_path('include')); "
+                             "print(s.get_config_var('EXT_SUFFIX'))"], capture_output=True, text=True)
+    include, suffix = config.stdout.split()
+    subprocess.run(["gcc", "-shared", "-fPIC", "-O0", f"-I{include}", str(undeclared / "torch.c"),
+                    "-o", str(undeclared / f"torch{suffix}")], check=True)
+    assert gil_enabled_after_import(str(python313t), undeclared) is True
