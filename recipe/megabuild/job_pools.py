@@ -7,11 +7,12 @@ else keeps `MAX_JOBS`.
 
 How it reaches CMake without patching PyTorch: setup.py passes every `CMAKE_*` environment
 variable to the first configure as a `-D` definition, so `CMAKE_JOB_POOLS` defines the pool
-and `CMAKE_PROJECT_INCLUDE` names `INCLUDE_FILE`, a CMake file the split step writes into the
-source tree before it runs CMake (`ensure_include`). CMake runs it right after the top-level `project()`; it defers a call to the end
-of the top-level directory, when every target exists, and sets `JOB_POOL_COMPILE` on the heavy
-targets that this build has. A target missing from a build (CPU-only: no `flash_attention`) is
-simply not there; nothing upstream has to match line for line, so no patch can go stale.
+and `CMAKE_PROJECT_INCLUDE` names `INCLUDE_FILE`, a CMake file the front end writes into the
+source tree before it runs setup.py (`ensure_include`). CMake runs it right after the
+top-level `project()`; it defers a call to the end of the top-level directory, when every
+target exists, and sets `JOB_POOL_COMPILE` on the heavy targets this build has. A target
+missing from a build (CPU-only: no `flash_attention`) is simply skipped; nothing upstream has
+to match line for line, so no patch can go stale on a version bump.
 """
 from __future__ import annotations
 
