@@ -58,7 +58,9 @@ def test_core_objects_compile_once_across_gil_and_free_threaded(ft_build) -> Non
     assert set(core.values()) == {1}, {o: n for o, n in core.items() if n != 1}
     for version in ft_build.venvs:
         targets = {harness.target_of(o) for o in ft_build.phases[f"pytorch:{version}"]}
-        assert targets == set(harness.PYTHON_TARGETS), (version, targets)
+        # the split Python's own step finds its build up to date; 3.13t's recompiles the Python part
+        expected = set() if version == ft_build.split_version else set(harness.PYTHON_TARGETS)
+        assert targets == expected, (version, targets)
 
 
 def test_retargeted_cache_names_only_the_free_threaded_python(ft_build) -> None:
