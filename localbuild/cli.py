@@ -175,6 +175,10 @@ def build_parser() -> argparse.ArgumentParser:
     dev.add_argument("--jobs", type=int, metavar="N",
                      help="parallel compile jobs (FEEDSTOCK_MAX_JOBS); each PyTorch job needs "
                           "several GB of RAM")
+    dev.add_argument("--heavy-jobs", type=int, metavar="N",
+                     help="parallel compiles of the heaviest targets (FlashAttention, FBGEMM "
+                          "GenAI: their own Ninja pool, FEEDSTOCK_HEAVY_JOBS); default: from "
+                          "available memory at 8 GB each")
     dev.add_argument("--compile-cache", metavar="URL|DIR",
                      help="shared compile cache (ccache): redis://host:port, http://host/path or "
                           "a folder (mounted into the build); its password only from "
@@ -253,7 +257,7 @@ def _main(root: Path, args: argparse.Namespace, command_line: str) -> int:
         raise LocalBuildError(f"--debug works on one config; {len(chosen)} selected", EXIT_USAGE)
     overrides = parse_overrides(args.python, args.cuda_arch, args.rocm_arch, args.jobs,
                                 args.ccache, args.dev_tag, args.compile_cache,
-                                args.compile_cache_read_only)
+                                args.compile_cache_read_only, args.heavy_jobs)
     options = Options(
         feedstock_root=root, engine=engines.resolve_engine(args.engine, environ),
         # HPC nodes have no Docker: a Slurm task builds natively unless an engine is named

@@ -1,11 +1,11 @@
-"""Developer overrides (--python, --cuda-arch, --rocm-arch, --jobs, --compile-cache, --dev-tag).
+"""Developer overrides (--python, --cuda-arch, --rocm-arch, --jobs, --heavy-jobs, --compile-cache, --dev-tag).
 
 They reach the build as the contract's environment variables; --python is applied through a
 derived copy of the config (``.ci_support/`` is never edited). Overrides that change what a
 package contains (Pythons, GPU architectures, an explicit --dev-tag) make a *development build*:
 FEEDSTOCK_DEV_TAG is set so the recipe's build strings carry ``dev<tag>_``, and the done-marker
 and log get the tag too, so a later release build of the same config is never skipped.
---jobs and --compile-cache (--ccache DIR is its older spelling) only change how fast the same
+--jobs, --heavy-jobs and --compile-cache (--ccache DIR is its older spelling) only change how fast the same
 package is built and keep release builds.
 """
 from __future__ import annotations
@@ -33,6 +33,7 @@ class DevOverrides:
     cuda_arch: str | None = None      # normalised "8.0;9.0"
     rocm_arch: str | None = None      # normalised "gfx90a;gfx942"
     jobs: int | None = None
+    heavy_jobs: int | None = None     # the heavy targets' job pool (FEEDSTOCK_HEAVY_JOBS)
     compile_cache: str | None = None  # a redis:// or http:// URL, or an absolute folder
     compile_cache_read_only: bool = False
     dev_tag: str | None = None        # explicit --dev-tag
@@ -65,7 +66,8 @@ def parse_compile_cache(value: str) -> str:
 def parse_overrides(pythons: list[str] | None, cuda_arch: str | None, rocm_arch: str | None,
                     jobs: int | None, ccache: str | None, dev_tag: str | None,
                     compile_cache: str | None = None,
-                    compile_cache_read_only: bool = False) -> DevOverrides:
+                    compile_cache_read_only: bool = False,
+                    heavy_jobs: int | None = None) -> DevOverrides:
     """Validate the command-line values; bad input raises LocalBuildError (exit 2)."""
     wanted_pythons: list[str] = []
     for value in pythons or []:
@@ -79,6 +81,9 @@ def parse_overrides(pythons: list[str] | None, cuda_arch: str | None, rocm_arch:
                 wanted_pythons.append(part)
     if jobs is not None and jobs < 1:
         raise LocalBuildError(f"--jobs {jobs}: must be 1 or more", EXIT_USAGE)
+    if heavy_jobs is not None and heavy_jobs < 1:
+        raise LocalBuildError(f"--heavy-jobs {heavy_jobs}: the heavy targets' job pool needs 1 or more "
+                              "(leave it out to size the pool from memory)", EXIT_USAGE)
     if dev_tag is not None and not _DEV_TAG.match(dev_tag):
         raise LocalBuildError(f"--dev-tag {dev_tag!r}: use 1-32 letters or digits "
                               "(it becomes part of the build string)", EXIT_USAGE)
@@ -92,7 +97,7 @@ def parse_overrides(pythons: list[str] | None, cuda_arch: str | None, rocm_arch:
         pythons=tuple(wanted_pythons),
         cuda_arch=_arch_list("--cuda-arch", cuda_arch, _CUDA_ARCH, "9.0 or 8.0;9.0+PTX"),
         rocm_arch=_arch_list("--rocm-arch", rocm_arch, _ROCM_ARCH, "gfx90a or gfx90a;gfx942"),
-        jobs=jobs, compile_cache=cache, compile_cache_read_only=compile_cache_read_only,
+        jobs=jobs, heavy_jobs=heavy_jobs, compile_cache=cache, compile_cache_read_only=compile_cache_read_only,
         dev_tag=dev_tag)
 
 
@@ -140,6 +145,8 @@ def apply_to_config(overrides: DevOverrides, config: CiConfig) -> AppliedOverrid
         tag_parts.append(re.sub(r"[^0-9a-zA-Z]", "", overrides.rocm_arch))
     if overrides.jobs is not None:
         env["FEEDSTOCK_MAX_JOBS"] = str(overrides.jobs)
+    if overrides.heavy_jobs is not None:
+        env["FEEDSTOCK_HEAVY_JOBS"] = str(overrides.heavy_jobs)
     dev_tag = overrides.dev_tag
     if dev_tag is None and tag_parts:
         dev_tag = _short_tag("".join(tag_parts))

@@ -20,8 +20,8 @@ from .overrides import DevOverrides, apply_to_config, derived_config_text
 from .tokens import CACHE_CREDENTIALS, UPLOAD_TOKENS, without_secrets
 
 # The contract's developer-override variables (listed in meta.yaml build: script_env).
-OVERRIDE_VARIABLES = ("FEEDSTOCK_MAX_JOBS", "FEEDSTOCK_CUDA_ARCH_LIST", "FEEDSTOCK_ROCM_ARCH",
-                      "FEEDSTOCK_DEV_TAG", "FEEDSTOCK_COMPILE_CACHE",
+OVERRIDE_VARIABLES = ("FEEDSTOCK_MAX_JOBS", "FEEDSTOCK_HEAVY_JOBS", "FEEDSTOCK_CUDA_ARCH_LIST",
+                      "FEEDSTOCK_ROCM_ARCH", "FEEDSTOCK_DEV_TAG", "FEEDSTOCK_COMPILE_CACHE",
                       "FEEDSTOCK_COMPILE_CACHE_READ_ONLY", "CCACHE_DIR")
 
 ARTIFACTS = "build_artifacts"

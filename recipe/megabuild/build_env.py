@@ -22,7 +22,10 @@ that came from a real build's failure is listed, with its reason, in recipe/READ
   channel ships, and to use the CBLAS dot convention); `USE_MKLDNN` on except for ROCm and
   osx-arm64;
 - `MAX_JOBS` = min(CPU count, available memory / memory per job), where memory per job is
-  larger for GPU builds; `FEEDSTOCK_MAX_JOBS` overrides;
+  larger for GPU builds; `FEEDSTOCK_MAX_JOBS` overrides; the heaviest targets
+  (`job_pools.HEAVY_TARGETS`) get a Ninja pool of their own (`CMAKE_JOB_POOLS`,
+  `CMAKE_PROJECT_INCLUDE`) sized from memory, never wider than `MAX_JOBS`;
+  `FEEDSTOCK_HEAVY_JOBS` overrides its size;
 - the compile cache (`compile_cache.py`): ccache as `CMAKE_{C,CXX,CUDA,HIP}_COMPILER_LAUNCHER`
   when `FEEDSTOCK_COMPILE_CACHE` (or `CCACHE_DIR`) is set and ccache is on PATH (an explicit
   launcher in `base` wins);
@@ -47,7 +50,7 @@ import re
 from pathlib import Path
 from typing import Mapping
 
-from . import compile_cache
+from . import compile_cache, job_pools
 from .errors import MegabuildError
 from .rocm import ROCM_ARCH_LISTS, rocm_arch_list, rocm_environment  # noqa: F401
 from .versions import known_major_minor, major_minor
@@ -222,8 +225,10 @@ def _link_flags(flags: str, platform: str) -> str:
 
 
 def build_environment(variant: Mapping[str, str], base: Mapping[str, str], *,
-                      meminfo: Path = Path("/proc/meminfo")) -> dict[str, str]:
-    """The complete environment for PyTorch's build, for one variant (see module doc)."""
+                      meminfo: Path = Path("/proc/meminfo"),
+                      src_dir: Path | None = None) -> dict[str, str]:
+    """The complete environment for PyTorch's build, for one variant (see module doc).
+    `src_dir` (the source tree) is where the job-pool include lives; without it, no pool."""
     env = dict(base)
     backend = gpu_backend(variant)
     platform = variant.get("target_platform", "linux-64")
@@ -262,6 +267,8 @@ def build_environment(variant: Mapping[str, str], base: Mapping[str, str], *,
         env["MAX_JOBS"] = str(_positive_int("FEEDSTOCK_MAX_JOBS", base["FEEDSTOCK_MAX_JOBS"]))
     else:
         env["MAX_JOBS"] = str(max_jobs(cpus, mem_available_bytes(meminfo), backend != "cpu"))
+    if src_dir is not None:
+        env.update(_heavy_pool(base, int(env["MAX_JOBS"]), mem_available_bytes(meminfo), src_dir))
 
     env.update(compile_cache.cache_environment(base))
 
@@ -293,6 +300,17 @@ def build_environment(variant: Mapping[str, str], base: Mapping[str, str], *,
     env["CMAKE_BUILD_TYPE"] = "Release"
     env["CMAKE_GENERATOR"] = "Ninja"
     return env
+
+
+def _heavy_pool(base: Mapping[str, str], jobs: int, mem_bytes: int | None,
+                src_dir: Path) -> dict[str, str]:
+    raw = base.get("FEEDSTOCK_HEAVY_JOBS", "").strip()
+    try:
+        override = int(raw) if raw else None
+    except ValueError:
+        raise MegabuildError(f"FEEDSTOCK_HEAVY_JOBS={raw!r} is not a whole number; set it to the "
+                             "number of parallel heavy compiles, e.g. 1, or unset it") from None
+    return job_pools.pool_environment(src_dir, job_pools.pool_size(jobs, mem_bytes, override))
 
 
 def _blas(blas: str, platform: str, base: Mapping[str, str]) -> dict[str, str]:

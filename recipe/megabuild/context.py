@@ -44,7 +44,7 @@ class BuildContext:
         return cls(src_dir=src_dir, prefix=Path(prefix),
                    stage_dir=Path(stage_dir) if stage_dir else src_dir / STAGE_DIR_NAME,
                    python=Path(python), variant=_frozen(variant),
-                   env=_frozen(build_environment(variant, base_environ)))
+                   env=_frozen(build_environment(variant, base_environ, src_dir=src_dir)))
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> "BuildContext":

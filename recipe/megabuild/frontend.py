@@ -16,7 +16,7 @@ import subprocess
 from pathlib import Path
 from typing import Mapping, Protocol, Sequence
 
-from . import log
+from . import job_pools, log
 from .context import BuildContext
 from .errors import MegabuildError
 
@@ -55,9 +55,11 @@ class SetupPyFrontend:
         return ctx.src_dir / "build"
 
     def build(self, ctx: BuildContext) -> None:
+        job_pools.ensure_include(ctx.env)  # CMake reads it at (re)configure time
         run_command([ctx.python, "setup.py", "build"], ctx)
 
     def install(self, ctx: BuildContext) -> None:
+        job_pools.ensure_include(ctx.env)
         run_command([ctx.python, "-m", "pip", "install", ".", "--no-deps",
                      "--no-build-isolation", "--disable-pip-version-check"], ctx)
 

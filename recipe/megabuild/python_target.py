@@ -18,10 +18,15 @@ from typing import Mapping
 from .cmake_cache import CMakeCache
 from .errors import MegabuildError
 
-# Mirrors FindPython (CMake 3.25): distutils' answers where distutils exists, sysconfig otherwise.
+# Mirrors FindPython (CMake 3.25): distutils' answers where distutils exists, sysconfig otherwise;
+# except on a free-threaded build, where distutils (setuptools 80.9's copy) drops the `t`
+# (lib/python3.13/site-packages for lib/python3.13t/...: folders that do not exist), so the
+# retarget would write wrong paths and its leftover guard would stop; sysconfig is right there.
 _QUERY = r"""
 import json, struct, sys, sysconfig, warnings
 def libpaths():
+    if sysconfig.get_config_var("Py_GIL_DISABLED"):
+        return [sysconfig.get_path(n) for n in ("stdlib", "platstdlib", "purelib", "platlib")]
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

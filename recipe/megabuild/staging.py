@@ -28,6 +28,16 @@ def is_cuda_linalg_library(name: str) -> bool:
     return name.startswith("libtorch_cuda_linalg")
 
 
+def is_loaded_by_path(name: str) -> bool:
+    """Libraries torch/__init__.py dlopens by their path under torch/lib.
+
+    glibc expands such a library's `$ORIGIN` to the folder it was opened from, so a symlink
+    there would look for its NEEDED libraries (libcudart) in torch/lib, not in $PREFIX/lib.
+    They stay real files, which the packager's relinking points at $PREFIX/lib.
+    """
+    return name.startswith("libtorch_global_deps")
+
+
 def find_layout_dir(build_dir: Path, target: PythonTarget) -> Path:
     """`build/lib.*/torch` written for `target` (setuptools names the folder by cache tag)."""
     candidates = sorted(p for p in build_dir.glob("lib.*") if (p / "torch").is_dir())
@@ -105,12 +115,14 @@ def replace_stage(tmp: Path, final: Path) -> None:
     os.replace(tmp, final)
 
 
-def link_into_prefix(torch_dir: Path, prefix: Path, always: Callable[[str], bool]) -> list[Path]:
+def link_into_prefix(torch_dir: Path, prefix: Path, always: Callable[[str], bool],
+                     keep: Callable[[str], bool] = is_loaded_by_path) -> list[Path]:
     """Replace files under torch/{bin,lib,include,share} that prefix has with symlinks to them.
 
     Links are relative when torch_dir lies inside prefix (a relocatable conda package),
     absolute otherwise. Files whose name `always` accepts are linked even when prefix lacks
-    them (they belong to another output that is installed next to this one).
+    them (they belong to another output that is installed next to this one); files whose
+    name `keep` accepts stay real files.
     """
     relative = prefix.resolve() in torch_dir.resolve().parents
     linked = []
@@ -120,7 +132,7 @@ def link_into_prefix(torch_dir: Path, prefix: Path, always: Callable[[str], bool
             continue
         for path in list(iter_files(root)):
             provided = prefix / sub / path.relative_to(root)
-            if not (os.path.lexists(provided) or always(path.name)):
+            if keep(path.name) or not (os.path.lexists(provided) or always(path.name)):
                 continue
             link = os.path.relpath(provided, path.parent) if relative else str(provided)
             tmp = path.with_name(f".{path.name}.megabuild-link")

@@ -24,7 +24,8 @@
   front end then installs into that interpreter's site-packages (with a retargeted cache only
   Python-dependent code recompiles); libtorch_python is copied to `$PREFIX/lib`; every file
   under `site-packages/torch/{bin,lib,include,share}` that `$PREFIX` has becomes a symlink into
-  `$PREFIX` (relative when site-packages is inside `$PREFIX`); `.pyc` files of other Python
+  `$PREFIX` (relative when site-packages is inside `$PREFIX`; `staging.is_loaded_by_path` keeps
+  the exception a real file); `.pyc` files of other Python
   versions are deleted.
 
 A missing precondition (no staged files, no pristine cache, no interpreter, no USE_MAGMA in

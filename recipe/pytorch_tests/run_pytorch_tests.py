@@ -40,6 +40,18 @@ def python_label() -> str:
     return f"{sys.version_info[0]}.{sys.version_info[1]}{threaded}"
 
 
+def gil_enabled_after_import(python: str, cwd: Path) -> bool:
+    """Whether `import torch` leaves the GIL on, asked of a fresh `python` (run in `cwd`, never
+    the source root, whose torch/ would shadow the package). On a free-threaded interpreter an
+    extension that does not declare Py_mod_gil turns the GIL back on for the whole process;
+    upstream's libtorch_python declares it (PyUnstable_Module_SetGIL), so must ours."""
+    proc = subprocess.run([python, "-c", "import sys, torch; print(sys._is_gil_enabled())"],
+                          capture_output=True, text=True, cwd=str(cwd))
+    if proc.returncode != 0:
+        raise SelectionError(f"import torch failed: {(proc.stderr.strip().splitlines() or ['?'])[-1]}")
+    return proc.stdout.strip().splitlines()[-1] != "False"
+
+
 def gpu_present(backend: str) -> bool:
     """Whether the machine has a GPU of the variant's kind (the driver and device node)."""
     if backend == "cuda":
@@ -116,6 +128,18 @@ def main(argv: list[str] | None = None) -> int:
     print("pytorch-tests: " + " ".join(command), flush=True)
     if args.dry_run:
         return 0
+    if facts["python"].endswith("t"):
+        try:
+            gil = gil_enabled_after_import(sys.executable, args.tests_dir.resolve())
+        except SelectionError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 1
+        if gil:
+            print("error: import torch turned the GIL back on in this free-threaded Python (an "
+                  "extension it loads does not declare Py_mod_gil); free-threaded users would "
+                  "silently run with the GIL", file=sys.stderr)
+            return 1
+        print("pytorch-tests: free-threaded: import torch leaves the GIL off", flush=True)
     env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "4"))
     return subprocess.run(command, cwd=str(args.tests_dir.resolve()), env=env).returncode
 

@@ -39,7 +39,7 @@ def test_help_works_without_site_packages(fs):
     assert proc.returncode == 0, proc.stderr
     for flag in ("--all", "--filter", "--list", "--dry-run", "--native", "--prune", "--zip-logs",
                  "--keep-going", "--force", "--engine", "--ccache", "--python", "--cuda-arch",
-                 "--rocm-arch", "--jobs", "--debug", "--output-id", "--gpu-tests", "--upload",
+                 "--rocm-arch", "--jobs", "--heavy-jobs", "--debug", "--output-id", "--gpu-tests", "--upload",
                  "exit status"):
         assert flag in proc.stdout
 
@@ -243,6 +243,13 @@ def test_dry_run_with_a_broken_renderer_import_still_works(fs):
     assert "renderer unavailable: ModuleNotFoundError" in proc.stdout
 
 
+def test_heavy_jobs_reach_the_build_and_keep_a_release_build(fs):
+    proc = fs.run("--dry-run", CUDA129, "--jobs", "8", "--heavy-jobs", "2")
+    assert proc.returncode == 0, proc.stderr
+    assert "FEEDSTOCK_MAX_JOBS=8" in proc.stdout and "FEEDSTOCK_HEAVY_JOBS=2" in proc.stdout
+    assert "FEEDSTOCK_DEV_TAG" not in proc.stdout  # how fast, not what: no dev build
+
+
 def test_dry_run_python_subset_writes_nothing(fs):
     proc = fs.run("--dry-run", CUDA129, "--python", "3.12", "--cuda-arch", "9.0")
     assert proc.returncode == 0, proc.stderr
@@ -264,6 +271,7 @@ def test_dry_run_python_subset_writes_nothing(fs):
     (["--cuda-arch", "sm_90"], "--cuda-arch 'sm_90'"),
     (["--rocm-arch", "mi250"], "--rocm-arch 'mi250'"),
     (["--jobs", "0"], "--jobs 0"),
+    (["--heavy-jobs", "0"], "--heavy-jobs 0: the heavy targets' job pool needs 1 or more"),
     (["--dev-tag", "a-b"], "--dev-tag 'a-b'"),
     (["--output-id", "pytorch*"], "--output-id works with --debug only"),
     (["--upload"], "--upload needs BINSTAR_TOKEN"),

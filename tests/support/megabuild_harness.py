@@ -27,7 +27,8 @@ from megabuild.frontend import SetupPyFrontend, run_command  # noqa: E402
 from megabuild.source_prep import prepare_source  # noqa: E402
 from megabuild.steps import run_step  # noqa: E402
 
-CORE_TARGETS = ("c10", "torch_cpu", "torch", "shm", "torch_shm_manager", "torch_cuda", "torch_hip")
+CORE_TARGETS = ("c10", "torch_cpu", "flash_attention", "torch", "shm", "torch_shm_manager", "torch_cuda",
+                "torch_hip")
 PYTHON_TARGETS = ("torch_python", "_C")
 LINALG_TARGETS = ("torch_cuda_linalg",)
 BACKENDS = ("cpu", "cuda", "rocm")
@@ -206,6 +207,11 @@ class MegabuildRun:
         return [o for objs in self.phases.values() for o in objs]
 
 
+def version_key(version: str) -> tuple[int, ...]:
+    """Sort key of "3.12" or "3.13t" (a free-threaded build after the GIL one of its version)."""
+    return (*(int(x) for x in version.removesuffix("t").split(".")), version.endswith("t"))
+
+
 def copy_project(dest: Path) -> Path:
     shutil.copytree(PROJECT_DIR, dest, ignore=shutil.ignore_patterns(
         "build", "__pycache__", "*.egg-info", "megabuild-stage"))
@@ -270,7 +276,7 @@ def run_megabuild(venvs: dict[str, Path], work: Path, *, gpu: bool = False,
         run.seconds[label] = time.monotonic() - start
 
     timed("split", run.context(split_version, "libtorch-split"))
-    ordered = sorted(venvs, key=lambda v: tuple(int(x) for x in v.split(".")))
+    ordered = sorted(venvs, key=version_key)
     for index, version in enumerate(ordered):
         prefix = work / f"prefix-{version}"
         prefix.mkdir()

@@ -11,7 +11,9 @@ with rattler-build from the wheels pip's local index serves (tests/realbuild/nvi
 - a `-dev` package per runtime package the recipe's host lists name: the unversioned
   `lib<name>.so` link and `run_exports` on the runtime package.
 
-The libraries are NVIDIA's binaries, untouched: no relinking, no prefix scan. Packing gigabytes
+The libraries are NVIDIA's binaries, untouched but for their run paths: the wheels' entries
+into sibling wheels (`$ORIGIN/../../cublas/lib`) would point outside `$PREFIX`, so only
+`$ORIGIN` is kept, as conda-forge's packages have it; no relinking, no prefix scan. Packing gigabytes
 is slow, so the packages are cached outside the repository (`cache_root()`), keyed by the
 sha256 of every input wheel and of this file, and packed with fast zstd compression.
 """
@@ -131,10 +133,23 @@ def extract_libraries(item: NvidiaWheel, dest: Path) -> list[Path]:
                 with zf.open(member) as src, target.open("wb") as out:
                     shutil.copyfileobj(src, out, 16 << 20)
                 os.chmod(target, 0o755)
+                trim_run_path(target)
                 files.append(target)
     if not files:
         raise ToolchainUnavailable(f"{item.wheel.name} has no nvidia/*/lib/ files")
     return files
+
+
+def trim_run_path(library: Path) -> None:
+    """Keep only `$ORIGIN` of an ELF library's RPATH/RUNPATH (everything sits in $PREFIX/lib)."""
+    with library.open("rb") as fh:
+        if fh.read(4) != b"\x7fELF":
+            return
+    printed = subprocess.run(["patchelf", "--print-rpath", str(library)], capture_output=True, text=True)
+    entries = [e for e in printed.stdout.strip().split(":") if e]
+    kept = [e for e in entries if e.rstrip("/") == "$ORIGIN"]
+    if printed.returncode == 0 and kept != entries:
+        subprocess.run(["patchelf", "--set-rpath", ":".join(kept), str(library)], check=True)
 
 
 def needed_sonames(library: Path) -> set[str]:

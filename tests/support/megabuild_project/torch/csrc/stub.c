@@ -12,4 +12,12 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "torch._C", NULL, -1, methods};
 
-PyMODINIT_FUNC PyInit__C(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__C(void) {
+  PyObject* m = PyModule_Create(&module);
+#ifdef Py_GIL_DISABLED
+  /* as PyTorch's Module.cpp: declare the module safe without the GIL, or a free-threaded
+     interpreter turns the GIL back on when it imports it */
+  if (m != NULL) PyUnstable_Module_SetGIL(m, Py_MOD_GIL_NOT_USED);
+#endif
+  return m;
+}
