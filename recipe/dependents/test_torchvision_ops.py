@@ -44,4 +44,5 @@ def test_ops_run_on_the_environments_libtorch():
     assert len({os.path.realpath(p) for p in loaded}) == 1, loaded
     prefix = os.path.realpath(os.environ.get("CONDA_PREFIX") or torch.__file__.split("/lib/python")[0])
     assert all(os.path.realpath(p).startswith(prefix + "/") for p in loaded), (loaded, prefix)
-    assert torchvision.__version__.split("+")[0] == os.environ.get("EXPECT_TORCHVISION", torchvision.__version__.split("+")[0])
+    # and torchvision's own extension is the wheel's, next to it in site-packages
+    assert any("torchvision/_C" in line for line in open("/proc/self/maps")), torchvision.__file__
