@@ -101,6 +101,6 @@ def load_catalog(path: Path) -> list[Dependent]:
     return dependents
 
 
-def tests_dir(catalog: Path) -> Path:
+def dependents_test_dir(catalog: Path) -> Path:
     """Where the catalog's test files live (recipe/dependents/)."""
     return catalog.parent / "dependents"

@@ -39,7 +39,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                              "instead of a fresh one")
     parser.add_argument("--catalog", type=Path, help="the dependents file (default: recipe/dependents.yaml)")
     parser.add_argument("--work", type=Path, help="work folder (default: a temporary one, removed after)")
-    parser.add_argument("--cache", type=Path, help=f"downloads and packages (default: {default_cache()})")
+    parser.add_argument("--cache", type=Path, help=f"the PyPI downloads (default: {default_cache()})")
     parser.add_argument("--json", type=Path, help="also write the rows as JSON to this file")
 
 

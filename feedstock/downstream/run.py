@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..errors import FeedstockError
 from . import conda_package, pip_wheel
-from .catalog import Dependent, load_catalog, tests_dir
+from .catalog import Dependent, load_catalog, dependents_test_dir
 from .channel import TorchBuild, matching, torch_builds
 from .environment import cuda_of, install, torch_specs
 from .sources import fetch
@@ -47,7 +47,8 @@ class Runner:
     def __init__(self, options: Options) -> None:
         self.options = options
         self.channels = [options.channel, *options.with_channels]
-        self.pkgs = options.cache / "pkgs"
+        # per run: local builds reuse file names with new contents, a lasting cache could serve stale ones
+        self.pkgs = options.work / "pkgs"
 
     def environment(self, key: str, build: TorchBuild, specs: list[str], extra_channels: list[Path] = ()) -> Path:
         prefix = self.options.work / "envs" / key
@@ -61,7 +62,7 @@ class Runner:
         if dependent.test_pyargs:
             return run_pytest(python, list(dependent.test_pyargs), cwd, env, pyargs=True)
         for name in dependent.test_files:
-            shutil.copy2(tests_dir(self.options.catalog) / name, cwd / name)
+            shutil.copy2(dependents_test_dir(self.options.catalog) / name, cwd / name)
         return run_pytest(python, list(dependent.test_files), cwd, env)
 
     def pip_wheel(self, dependent: Dependent, build: TorchBuild, row: Row, cwd: Path) -> Path:
@@ -73,7 +74,7 @@ class Runner:
 
     def conda_package(self, dependent: Dependent, build: TorchBuild, row: Row, cwd: Path) -> Path:
         source = fetch(dependent.source, self.options.cache)
-        test_files = [tests_dir(self.options.catalog) / f for f in dependent.test_files]
+        test_files = [dependents_test_dir(self.options.catalog) / f for f in dependent.test_files]
         package, _ = conda_package.build_package(dependent, build, source, test_files, self.channels,
                                                  cwd / "build", self.options.variant)
         if dependent.kind == "conda-sdist":
