@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import FeedstockError
+from ..suggest import close_names
 from . import conda_package, pip_wheel
 from .catalog import Dependent, load_catalog, dependents_test_dir
 from .channel import TorchBuild, matching, torch_builds
@@ -131,7 +132,9 @@ def select(dependents: list[Dependent], names: list[str]) -> tuple[list[Dependen
     unknown = [n for n in names if n not in known]
     rows = []
     for name in unknown:
-        note = f"unknown dependent {name!r}; known: {', '.join(known)} (recipe/dependents.yaml)"
+        close = close_names(name, list(known), limit=1)
+        hint = f"did you mean {close[0]}? " if close else ""
+        note = f"unknown dependent {name!r}; {hint}known: {', '.join(known)} (recipe/dependents.yaml)"
         error(note)
         rows.append(Row(name, result="unknown", note=note))
     return [d for d in dependents if d.name in names], rows

@@ -72,7 +72,7 @@ def test_an_unknown_name_is_a_row_of_its_own_and_one_line(tmp_path):
     channel = tmp_path / "channel"
     channel.mkdir()
     proc = run_feedstock_cli("downstream", "--channel", str(channel), "einop", "einops")
-    line = "unknown dependent 'einop'; known: torchvision, torch-scatter, einops (recipe/dependents.yaml)"
+    line = "unknown dependent 'einop'; did you mean einops? known: torchvision, torch-scatter, einops (recipe/dependents.yaml)"
     assert f"error: {line}" in proc.stderr.splitlines()
     rows = {r.split("|")[1].strip(): r.split("|")[10].strip() for r in proc.stdout.splitlines() if r.startswith("| ")}
     assert rows["einop"] == "unknown" and rows["einops"] == "skipped"
