@@ -61,7 +61,7 @@ def pip_side(dependent: Dependent, venv: Path, cache: Path, work: Path) -> tuple
             extra = ["--no-build-isolation"] if dependent.kind == "conda-sdist" else []
             subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps",
                             *extra, str(target), *dependent.test_requires], check=True, cwd=cwd,
-                           env=clean_environ({"MAX_JOBS": "2", **dependent.build_env}))
+                           env=clean_environ({"MAX_JOBS": "2", **dependent.build_env}, python))
     except (subprocess.CalledProcessError, pip_wheel.PipRefused) as err:
         return time.monotonic() - start, f"install failed: {err}"
     if import_error(python, dependent.imports, cwd):

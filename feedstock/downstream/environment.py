@@ -49,9 +49,13 @@ def _platform() -> str:
     return str(rattler.Platform.current())
 
 
-def clean_environ(extra: dict[str, str] | None = None) -> dict[str, str]:
+def clean_environ(extra: dict[str, str] | None = None, python: Path | None = None) -> dict[str, str]:
     """This process's environment without the variables that would leak the feedstock's own
-    virtual environment into a prefix's Python."""
+    virtual environment into a prefix's Python; with `python`, that prefix activated as conda
+    does it (its bin/ first on PATH, CONDA_PREFIX), since tests start `python` by name."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+    if python is not None:
+        env["PATH"] = f"{python.parent}{os.pathsep}{env.get('PATH', '')}"
+        env["CONDA_PREFIX"] = str(python.parent.parent)
     env.update(extra or {})
     return env

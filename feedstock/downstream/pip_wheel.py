@@ -24,7 +24,7 @@ class PipRefused(Exception):
 
 def _pip(python: Path, args: list[str], cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run([str(python), "-m", "pip", "--disable-pip-version-check", *args],
-                          capture_output=True, text=True, env=clean_environ(), cwd=cwd, timeout=1800)
+                          capture_output=True, text=True, env=clean_environ(python=python), cwd=cwd, timeout=1800)
 
 
 def planned(python: Path, requirements: list[str], cwd: Path) -> list[tuple[str, str]]:

@@ -15,7 +15,7 @@ from ..errors import FeedstockError
 from ..suggest import close_names
 from . import conda_package, pip_wheel
 from .catalog import Dependent, load_catalog, dependents_test_dir
-from .channel import TorchBuild, matching, torch_builds
+from .channel import TorchBuild, index, matching, torch_builds
 from .environment import cuda_of, install, torch_specs
 from .sources import fetch
 from .table import Row
@@ -154,6 +154,9 @@ def run(options: Options) -> tuple[list[Row], int]:
         rows += [Row(d.name, d.version, d.how_built, result="skipped", note="no pytorch to run against")
                  for d in chosen]
         return rows, err.exit_code
+    for channel in options.with_channels:
+        if not any(channel.glob("*/repodata.json")):
+            index(channel)  # a local folder of packages not indexed yet
     runner = Runner(options)
     for dependent in chosen:
         fits = matching(builds, dependent.flavour, dependent.torch)

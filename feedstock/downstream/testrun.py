@@ -28,7 +28,7 @@ def import_error(python: Path, modules: tuple[str, ...], cwd: Path) -> str:
     if not modules:
         return ""
     proc = subprocess.run([str(python), "-c", "import " + ", ".join(modules)], capture_output=True,
-                          text=True, env=clean_environ(), cwd=cwd, timeout=600)
+                          text=True, env=clean_environ(python=python), cwd=cwd, timeout=600)
     if proc.returncode == 0:
         return ""
     return ((proc.stderr.strip().splitlines() or ["import failed"])[-1])[:200]
@@ -59,7 +59,7 @@ def run_pytest(python: Path, targets: list[str], cwd: Path, env: dict[str, str],
     report.unlink(missing_ok=True)
     cmd = [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}",
            *(["--pyargs"] if pyargs else []), *targets]
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, env=clean_environ(env), timeout=timeout)
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, env=clean_environ(env, python), timeout=timeout)
     (cwd / "pytest-output.txt").write_text(proc.stdout + proc.stderr)
     if not report.is_file():  # pytest did not get as far as running tests
         return TestCounts(failed=1, first_failure=f"pytest: {first_line(proc.stderr) or first_line(proc.stdout)}")
