@@ -159,3 +159,24 @@ def test_a_dependent_whose_build_fails_is_a_failed_row_with_its_first_error(whee
     assert f"error: broken-ext: {row['note']}" in proc.stderr.splitlines()
     assert table_rows(proc.stdout)["broken-ext"][-1] == "failed"
     assert f"  broken-ext: {row['note']}" in proc.stdout
+
+
+def test_a_wheel_wanting_another_torch_is_refused_and_the_prefix_untouched(gpu_run, cudawheel, tmp_path):
+    """torchvision 0.28.0 pins torch==2.13.0: pip would put a second torch over ours. The plan
+    is read first, nothing is installed, the row fails with what pip wanted."""
+    (tmp_path / "dependents").mkdir()
+    (tmp_path / "dependents" / "test_nothing.py").write_text("def test_nothing():\n    pass\n")
+    catalog = tmp_path / "dependents.yaml"
+    catalog.write_text(json.dumps({"dependents": [{
+        "name": "torchvision", "version": "0.28.0", "kind": "pip-wheel", "flavour": "gpu", "torch": "2.14.*",
+        "imports": ["torchvision"], "tests": {"files": ["test_nothing.py"]}}]}))
+    site = gpu_run["prefix"] / f"lib/python{WHEEL_PYTHON}/site-packages"
+    before = sorted(p.name for p in site.iterdir())
+    extra = [arg for channel in cudawheel["channels"][1:] for arg in ("--with-channel", str(channel))]
+    proc, rows = downstream(tmp_path / "run", "--catalog", str(catalog), "--channel", str(cudawheel["build"].output_dir),
+                            *extra, "--env", f"gpu={gpu_run['prefix']}")
+    assert proc.returncode == 1
+    row = rows["torchvision"]
+    assert row["result"] == "failed" and row["note"].startswith("pip would install torch 2.13.0"), row
+    assert row["note"].endswith("nothing installed")
+    assert sorted(p.name for p in site.iterdir()) == before
