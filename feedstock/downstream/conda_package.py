@@ -107,7 +107,11 @@ def build_package(dependent: Dependent, build: TorchBuild, source: Path, test_fi
             tool_config=ToolConfiguration(test_strategy="skip", compression_threads=2),
             output_dir=output_dir, channels=[str(c) for c in channels], package_format="conda:1")
     except Exception as err:  # rattler-build raises one error type per failing stage
-        raise BuildFailed(first_error(output_dir, str(err))) from None
+        message = first_error(output_dir, str(err))
+        if "resolve dependencies" in message:  # its solver's detail goes to its log only
+            message += (f" for {dependent.name}'s build/host requirements: a channel with the compilers, "
+                        "python, pip and setuptools is missing (--with-channel)")
+        raise BuildFailed(message) from None
     packages = [Path(p) for result in results for p in result.packages]
     if not packages:
         raise BuildFailed("rattler-build built no package")
