@@ -2,7 +2,7 @@
 """Benchmark: the dependents built and tested against our packages, and the same against a plain
 pip virtual environment of the same torch.
 
-    .venv/bin/python scripts/bench_downstream.py --channel CHANNEL [--with-channel CH]... \\
+    .venv/bin/python scripts/bench_downstream.py --channel CHANNEL... [--with-channel CH]... \\
         [--variant JOB.yaml] [--env gpu=PREFIX] [--venv 2.13.0=VENV]... [NAME ...]
 
 - ours: `python -m feedstock downstream` (in-process): rattler installs our pytorch, pip adds a
@@ -83,7 +83,8 @@ def dependent_file(name: str) -> Path:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("names", nargs="*")
-    parser.add_argument("--channel", type=Path, required=True)
+    parser.add_argument("--channel", type=Path, action="append", required=True,
+                        help="a channel with our packages (repeatable: a CPU and a GPU build folder)")
     parser.add_argument("--with-channel", type=Path, action="append", default=[])
     parser.add_argument("--variant", type=Path)
     parser.add_argument("--env", action="append", default=[], metavar="FLAVOUR=PREFIX")
@@ -96,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     work = args.work or Path(tempfile.mkdtemp(prefix="bench-downstream-"))
     cache = default_cache()
     envs = {k: Path(v) for k, _, v in (e.partition("=") for e in args.env)}
-    options = Options(catalog=CATALOG, channel=args.channel, with_channels=args.with_channel, names=args.names,
+    options = Options(catalog=CATALOG, channels=args.channel, with_channels=args.with_channel, names=args.names,
                       work=work / "ours", cache=cache, variant=args.variant, envs=envs)
     rows, _ = run(options)
     catalog = {d.name: d for d in load_catalog(CATALOG)}

@@ -29,8 +29,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("downstream", help="build and test dependents against a channel's pytorch",
                             description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("names", nargs="*", help="dependents to run (default: all of recipe/dependents.yaml)")
-    parser.add_argument("--channel", type=Path, default=None,
-                        help="the channel with our packages (default: build_artifacts/ of the feedstock)")
+    parser.add_argument("--channel", type=Path, action="append", default=[],
+                        help="a channel with our packages (default: build_artifacts/ of the feedstock; "
+                             "repeatable, e.g. a CPU and a GPU build folder)")
     parser.add_argument("--with-channel", type=Path, action="append", default=[], metavar="CHANNEL",
                         help="a further local channel for everything else the builds need (repeatable)")
     parser.add_argument("--variant", type=Path, help="a variant file for rattler-build (a .ci_support job)")
@@ -58,7 +59,7 @@ def run(args: argparse.Namespace, root: Path) -> int:
     from .run import Options, run as run_dependents
 
     work = args.work or Path(tempfile.mkdtemp(prefix="feedstock-downstream-"))
-    options = Options(catalog=args.catalog or root / CATALOG, channel=args.channel or root / "build_artifacts",
+    options = Options(catalog=args.catalog or root / CATALOG, channels=args.channel or [root / "build_artifacts"],
                       with_channels=list(args.with_channel), names=list(args.names), work=work,
                       cache=args.cache or default_cache(), variant=args.variant, envs=_envs(args.env))
     try:

@@ -27,7 +27,7 @@ EXIT_FAILED, EXIT_BAD_INPUT, EXIT_NO_PYTORCH = 1, 2, 3
 @dataclass
 class Options:
     catalog: Path
-    channel: Path
+    channels: list[Path]  # with our packages (a CPU and a GPU build folder, say)
     with_channels: list[Path] = field(default_factory=list)
     names: list[str] = field(default_factory=list)
     work: Path = Path("downstream-work")
@@ -47,7 +47,7 @@ def against(build: TorchBuild) -> str:
 class Runner:
     def __init__(self, options: Options) -> None:
         self.options = options
-        self.channels = [options.channel, *options.with_channels]
+        self.channels = [*options.channels, *options.with_channels]
         # per run: local builds reuse file names with new contents, a lasting cache could serve stale ones
         self.pkgs = options.work / "pkgs"
 
@@ -145,9 +145,9 @@ def run(options: Options) -> tuple[list[Row], int]:
     chosen, rows = select(load_catalog(options.catalog), options.names)
     status = EXIT_BAD_INPUT if rows else 0
     try:
-        builds = torch_builds(options.channel)
+        builds = [build for channel in options.channels for build in torch_builds(channel)]
         if not builds:
-            raise FeedstockError(f"channel {options.channel} has no pytorch package; build one into it first "
+            raise FeedstockError(f"channel {', '.join(map(str, options.channels))} has no pytorch package; build one into it first "
                                  "(python build-locally.py) or pass --channel", exit_code=EXIT_NO_PYTORCH)
     except FeedstockError as err:
         error(str(err))
