@@ -66,14 +66,14 @@ class Runner:
             shutil.copy2(dependents_test_dir(self.options.catalog) / name, cwd / name)
         return run_pytest(python, list(dependent.test_files), cwd, env)
 
-    def pip_wheel(self, dependent: Dependent, build: TorchBuild, row: Row, cwd: Path) -> Path:
+    def pip_wheel(self, dependent: Dependent, build: TorchBuild, cwd: Path) -> Path:
         prefix = self.options.envs.get(build.flavour) or self.environment(f"pip-{build.flavour}", build, ["pip", "pytest"])
         python = prefix / "bin" / "python"
         extra = [] if not import_error(python, ("pytest",), cwd) else ["pytest"]
         pip_wheel.install(python, dependent, extra, cwd)
         return python
 
-    def conda_package(self, dependent: Dependent, build: TorchBuild, row: Row, cwd: Path) -> Path:
+    def conda_package(self, dependent: Dependent, build: TorchBuild, cwd: Path) -> Path:
         source = fetch(dependent.source, self.options.cache)
         test_files = [dependents_test_dir(self.options.catalog) / f for f in dependent.test_files]
         package, _ = conda_package.build_package(dependent, build, source, test_files, self.channels,
@@ -96,7 +96,7 @@ class Runner:
         start = time.monotonic()
         try:
             make = self.pip_wheel if dependent.kind == "pip-wheel" else self.conda_package
-            python = make(dependent, build, row, cwd)
+            python = make(dependent, build, cwd)
             problem = import_error(python, dependent.imports, cwd)
             row.imported = "no" if problem else "yes"
             if problem:
