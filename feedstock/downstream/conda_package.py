@@ -43,7 +43,8 @@ def recipe_for(dependent: Dependent, build: TorchBuild, source: Path, test_files
         return {
             "package": {"name": dependent.name, "version": dependent.version},
             "source": {"url": source.resolve().as_uri(), "sha256": dependent.source.sha256},
-            "build": {"number": 0, "script": {
+            # the Python it was built for in the build string, as conda-forge's extensions carry it
+            "build": {"number": 0, "string": f"py{build.python.replace('.', '')}_h${{{{ hash }}}}_0", "script": {
                 "env": {"MAX_JOBS": "2", **dependent.build_env},
                 "content": ["python -m pip install . --no-deps --no-build-isolation -vv"]}},
             "requirements": {
