@@ -1,4 +1,4 @@
-"""Command line of the maintainer tools: ``python -m feedstock {rerender,render,lint,bump,deps,patches,parity}``."""
+"""Command line of the maintainer tools: ``python -m feedstock {rerender,render,lint,bump,deps,patches,parity,downstream}``."""
 from __future__ import annotations
 
 import argparse
@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from .errors import FeedstockError
+from .downstream import cli as downstream_cli
 from .maintain import cli as maintainer_cli
 
 DESCRIPTION = """\
@@ -59,7 +60,7 @@ def _parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--feedstock-root", type=Path, default=Path.cwd(),
                         help="the feedstock folder (default: the current directory)")
-    sub = parser.add_subparsers(dest="command", metavar="{rerender,render,lint,bump,deps,patches,parity}")
+    sub = parser.add_subparsers(dest="command", metavar="{rerender,render,lint,bump,deps,patches,parity,downstream}")
     rerender = sub.add_parser("rerender", help="regenerate .ci_support/ (or --check it)",
                               description=RERENDER_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     rerender.add_argument("--check", action="store_true", help="write nothing; exit 1 if .ci_support/ or the workflow is out of date")
@@ -72,6 +73,7 @@ def _parser() -> argparse.ArgumentParser:
     maintainer_cli.add_parsers(sub)
     sub.add_parser("parity", help="compare meta.yaml and recipe.yaml output by output, for every job",
                    description=PARITY_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    downstream_cli.add_parser(sub)
     return parser
 
 
@@ -143,6 +145,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "parity":
             from .checks.parity import run as run_parity
             return run_parity(args.feedstock_root)
+        if args.command == "downstream":
+            return downstream_cli.run(args, args.feedstock_root)
         return _cmd_lint(args.feedstock_root)
     except FeedstockError as err:
         print(f"error: {err}", file=sys.stderr)

@@ -84,6 +84,10 @@ def build_parser() -> argparse.ArgumentParser:
                             "kept containers of failed builds survive)")
     batch.add_argument("--zip-logs", action="store_true",
                        help="zip the logs and the summary into build_artifacts/build-logs-*.zip")
+    batch.add_argument("--downstream", action="store_true",
+                       help="after the batch, build and test the dependents of "
+                            "recipe/dependents.yaml against build_artifacts/ (python -m feedstock "
+                            "downstream; needs the feedstock's .venv)")
     batch.add_argument("--dry-run", action="store_true",
                        help="print image, command, environment, outputs, marker and log of each "
                             "config; run nothing (takes no lock)")
@@ -286,6 +290,10 @@ def _main(root: Path, args: argparse.Namespace, command_line: str) -> int:
         from .dryrun import print_plans
 
         print_plans(plans, options, args.force, args.min_free_gb, print)
+        if args.downstream:
+            from .downstream import command
+
+            print("after the batch: " + " ".join(command(root, options.artifacts, options.channels, environ)))
         return 0
     from . import preflight
     from .batch import BatchOptions, run_batch, will_run
@@ -306,7 +314,13 @@ def _main(root: Path, args: argparse.Namespace, command_line: str) -> int:
             preflight.check_disk(options.artifacts, runnable, args.min_free_gb)
             batch = BatchOptions(force=args.force, keep_going=args.keep_going, prune=args.prune,
                                  zip_logs=args.zip_logs)
-            return run_batch(plans, options, batch, console, environ)
+            status = run_batch(plans, options, batch, console, environ)
+            if args.downstream:  # inside the lock: it indexes build_artifacts/
+                from .downstream import run_downstream
+
+                downstream = run_downstream(root, options.artifacts, options.channels, environ, console.say)
+                status = status or downstream
+            return status
     finally:
         hand_back(options.artifacts, host_user_id(environ))
 

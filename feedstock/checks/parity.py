@@ -11,7 +11,8 @@ comparable form (``Comparable``):
   at build time; ``name 1.2`` (conda's exact match) is written ``name ==1.2``; hashes in
   exact pins are masked; ``pin_subpackage`` is spelled out;
 - run_exports, whether the output is de-prioritised (track_features / down_prioritize_variant);
-- tests: commands in order, imports, test requirements, test files.
+- tests: commands in order, imports, test requirements, test files, downstream dependents
+  (meta.yaml `downstreams:`, recipe.yaml `- downstream:` entries).
 
 Every difference is one line ``<job>: <output>: <what> ...``.
 
@@ -65,6 +66,7 @@ class Comparable:
     imports: list[str] = field(default_factory=list)
     test_requires: list[str] = field(default_factory=list)
     test_files: list[str] = field(default_factory=list)
+    downstreams: list[str] = field(default_factory=list)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -130,6 +132,7 @@ def from_meta(output) -> Comparable:
         imports=sorted(str(i) for i in tests.get("imports") or []),
         test_requires=_specs(tests.get("requires") or []),
         test_files=sorted(str(f) for f in tests.get("files") or []),
+        downstreams=sorted(str(d) for d in tests.get("downstreams") or []),
     )
 
 
@@ -200,7 +203,11 @@ def from_rattler(rendered, versions: dict[str, str]) -> Comparable:
     imports: list[str] = []
     requires: list[str] = []
     files: list[str] = []
+    downstreams: list[str] = []
     for test in data.get("tests") or []:
+        if "downstream" in test:
+            downstreams.append(str(test["downstream"]))
+            continue
         if "python" in test:
             imports += [str(i) for i in test["python"].get("imports") or []]
             if test["python"].get("pip_check"):
@@ -222,7 +229,7 @@ def from_rattler(rendered, versions: dict[str, str]) -> Comparable:
         requirements=requirements, run_exports=_specs(run_exports),
         deprioritised=int((build.get("variant") or {}).get("down_prioritize_variant") or 0) > 0,
         commands=commands, imports=sorted(imports), test_requires=_specs(requires),
-        test_files=sorted(files))
+        test_files=sorted(files), downstreams=sorted(downstreams))
 
 
 def load_v1_recipe(path: Path):
@@ -291,6 +298,7 @@ def compare_output(ours: Comparable, theirs: Comparable) -> list[str]:
     lines += _list_diff("test imports", ours.imports, theirs.imports)
     lines += _list_diff("test requires", ours.test_requires, theirs.test_requires)
     lines += _list_diff("test files", ours.test_files, theirs.test_files)
+    lines += _list_diff("downstream tests", ours.downstreams, theirs.downstreams)
     if ours.commands != theirs.commands:
         extra = _list_diff("test command", ours.commands, theirs.commands)
         lines += extra or ["test commands: same commands in a different order"]

@@ -22,66 +22,18 @@ import pytest
 
 from tests.support.paths import REPO_ROOT
 from tests.support.real_wheel.cuda_wheel import links_magma
-from tests.support.real_wheel.wheel_frontend import recipe_patches, write_frontend_override
 
 pytest.importorskip("rattler_build", reason="py-rattler-build (requirements-dev.txt) is not installed")
 pytest.importorskip("rattler", reason="py-rattler (requirements-dev.txt) is not installed")
 
 from megabuild.build_env import cuda_arch_list  # noqa: E402
-from tests.realbuild.cuda import cuda_job, fatbin_archs, nvcc_major_minor  # noqa: E402
-from tests.realbuild.cuda_wheel_job import (add_wheel_only_libraries, bumped_feedstock,  # noqa: E402
-                                            extras_channel, magma_only_variant)
-from tests.realbuild.session import wheel_work_dir  # noqa: E402
-from tests.realbuild.feedstock_build import ChannelIncomplete, build_feedstock, check_channel, copy_recipe  # noqa: E402
+from tests.realbuild.cuda import fatbin_archs  # noqa: E402
+from tests.realbuild.feedstock_build import ChannelIncomplete, check_channel  # noqa: E402
 from tests.realbuild.install import (SolveError, escaping_symlinks, files_in_two_packages,  # noqa: E402
-                                     install_from_channel, installed_files, run_paths_outside, solve)
-from tests.support.nvidia_wheels import nvidia_channel  # noqa: E402
-from tests.support.toolchain import ToolchainUnavailable, index_channel  # noqa: E402
-
-VERSION = "2.14.1"
-CUDA = "13.0"
-PYTHON = "3.11"  # the wheel is cp311
-OUR_PACKAGES = {"libtorch", "libtorch-cuda-linalg", "pytorch", "pytorch-gpu"}
-TAG = "cuda" + CUDA.replace(".", "")
-# unpacked copies of the wheel's payload during the build (work folders, host prefixes, test
-# environments, the installed prefix), plus the NVIDIA packages
-DISK_COPIES = 8
-
-
-@pytest.fixture(scope="session")
-def cudawheel(realbuild_toolchain: dict, cuda_torch_wheel: Path, pytorch_cmakecache_dir: Path) -> dict:
-    versions = realbuild_toolchain["versions"]
-    try:
-        work = wheel_work_dir(realbuild_toolchain["work"] / "cuda-wheel", cuda_torch_wheel, DISK_COPIES)
-        if nvcc_major_minor(versions) != CUDA:
-            pytest.skip(f"the downstream CUDA builds need nvcc {CUDA}, this machine has {versions['nvcc']}")
-        feedstock, source = bumped_feedstock(work, cuda_torch_wheel, VERSION)
-        recipe = copy_recipe(work / "recipe", source, recipe_dir=feedstock / "recipe")
-        add_wheel_only_libraries(recipe)
-        variant = magma_only_variant(realbuild_toolchain["variant"](
-            (PYTHON,), work / "variants" / "cuda130-py311.yaml", job=cuda_job(CUDA)))
-        toolchain = realbuild_toolchain["toolchain"]
-        nvidia = work / "nvidia-channel"
-        nvidia_channel(nvidia, work / "nvidia-work")
-        extras, activations = extras_channel(recipe, variant, [toolchain.channel, nvidia], versions,
-                                             work / "extras-channel")
-    except ToolchainUnavailable as err:
-        pytest.skip(str(err))
-    override = write_frontend_override(work / "wheel_frontend_override.py", cuda_torch_wheel,
-                                       pytorch_cmakecache_dir, recipe_patches(feedstock / "recipe" / "meta.yaml"))
-    channels = [toolchain.channel, nvidia, extras]
-    build = build_feedstock(recipe, variant, toolchain.channel, work / "build_artifacts", test="native",
-                            environ={"MEGABUILD_FRONTEND": str(override), "CONDA_OVERRIDE_CUDA": CUDA},
-                            extra_channels=(nvidia, extras))
-    prefix = work / "elsewhere" / "env"
-    # cuda-nvrtc-dev: downstream CUDA builds link libnvrtc.so (torch's CMake config asks for it), as
-    # the recipe's own test requirements say; conda-forge users install it the same way
-    records = install_from_channel(build.output_dir, ["pytorch-gpu", f"python {PYTHON}.*", "pip", "cuda-nvrtc-dev"], prefix,
-                                   cuda=CUDA, cache=work / "pkgs", extra_channels=channels)
-    return {"work": work, "feedstock": feedstock, "recipe": recipe, "variant": variant, "toolchain": toolchain,
-            "nvidia": nvidia, "extras": extras, "build": build, "prefix": prefix, "records": records,
-            "python": prefix / "bin" / "python", "channels": [build.output_dir, *channels],
-            "activations": activations, "wheel": cuda_torch_wheel}
+                                     installed_files, run_paths_outside, solve)
+from tests.support.toolchain import index_channel  # noqa: E402
+from tests.realbuild.real_packages import (CUDA, CUDA_TAG as TAG, CUDA_VERSION as VERSION,  # noqa: E402
+                                          GPU_PACKAGES as OUR_PACKAGES, WHEEL_PYTHON as PYTHON)
 
 
 def run(cmd: list, env_extra: dict[str, str] | None = None, timeout: int = 900) -> subprocess.CompletedProcess:

@@ -1,0 +1,126 @@
+"""kinds conda-sdist and conda-wheel: rattler-build makes a conda package of the dependent's
+PyPI file against our packages, then `package_depends` reads what it ended up depending on.
+
+The recipe is written here from the catalog entry (JSON is YAML): an sdist is built with
+`pip install . --no-build-isolation` against our pytorch and libtorch in host, so their
+run_exports pin the package to the same x.y; a wheel is repackaged noarch: python. The
+dependent's tests are embedded in the package (a rattler-build `downstream:` test of our
+recipe runs them), but the build itself skips them: the caller runs them in a fresh environment
+to count them."""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import time
+import zipfile
+from pathlib import Path
+
+from .catalog import Dependent
+from .channel import TorchBuild
+from .testrun import first_line
+
+_ERROR = re.compile(r"(?:^|\s)(?:error|ERROR|Error)(?::|\s)")
+
+
+class BuildFailed(Exception):
+    """str(): one line, the first error line of the build log."""
+
+
+def recipe_for(dependent: Dependent, build: TorchBuild, source: Path, test_files: list[Path]) -> dict:
+    tests: list[dict] = [{"python": {"imports": list(dependent.imports), "pip_check": False}}] if dependent.imports else []
+    test_cmd = ("pytest -q -p no:cacheprovider " + ("--pyargs " + " ".join(dependent.test_pyargs)
+                                                     if dependent.test_pyargs else " ".join(f.name for f in test_files)))
+    env_prefix = " ".join(f"{k}={v}" for k, v in dependent.test_env.items())
+    tests.append({"files": {"recipe": [f.name for f in test_files]} if test_files else {},
+                  "requirements": {"run": ["pytest", "pytorch", *dependent.test_requires]},
+                  "script": [f"{env_prefix} {test_cmd}".strip()]})
+    if not test_files:
+        del tests[-1]["files"]
+    about = {"summary": f"{dependent.name} {dependent.version} from PyPI ({source.name}), built by "
+                        "pytorch-feedstock's downstream check", "license": "LicenseRef-see-upstream"}
+    if dependent.kind == "conda-sdist":
+        return {
+            "package": {"name": dependent.name, "version": dependent.version},
+            "source": {"url": source.resolve().as_uri(), "sha256": dependent.source.sha256},
+            # the Python it was built for in the build string, as conda-forge's extensions carry it
+            "build": {"number": 0, "string": f"py{build.python.replace('.', '')}_h${{{{ hash }}}}_0", "script": {
+                "env": {"MAX_JOBS": "2", **dependent.build_env},
+                "content": ["python -m pip install . --no-deps --no-build-isolation -vv"]}},
+            "requirements": {
+                "build": ["${{ compiler('c') }}", "${{ compiler('cxx') }}"],
+                # pytorch and libtorch by name: their run_exports pin the package to this x.y
+                "host": [f"python {build.python}.*", "pip", "setuptools",
+                         f"pytorch =={build.version} {build.build}", f"libtorch =={build.version}"],
+                "run": ["python"]},
+            "tests": tests, "about": about}
+    return {
+        "package": {"name": dependent.name, "version": dependent.version},
+        "source": {"url": source.resolve().as_uri(), "sha256": dependent.source.sha256, "file_name": source.name},
+        "build": {"number": 0, "noarch": "python",
+                  "script": [f"python -m pip install ./{source.name} --no-deps --no-build-isolation -vv"]},
+        "requirements": {"host": ["python", "pip"], "run": ["python"] + _wheel_requires(source)},
+        "tests": tests, "about": about}
+
+
+def _wheel_requires(wheel: Path) -> list[str]:
+    """Requires-Dist without extras or markers, as conda specs (einops has none)."""
+    with zipfile.ZipFile(wheel) as zf:
+        meta = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
+        lines = zf.read(meta).decode().splitlines()
+    specs = []
+    for line in lines:
+        if line.startswith("Requires-Dist:") and ";" not in line:
+            req = line.split(":", 1)[1].strip()
+            name, _, rest = req.partition(" ")
+            specs.append(f"{name.lower()} {rest.strip('() ')}".strip())
+    return specs
+
+
+def first_error(output_dir: Path, fallback: str) -> str:
+    """The first error line of the newest build log under output_dir/bld (the compiler's or
+    pip's), else the first line of rattler-build's own message."""
+    logs = sorted(output_dir.glob("bld/*/work/conda_build.log"), key=lambda p: p.stat().st_mtime)
+    for line in (logs[-1].read_text(errors="replace").splitlines() if logs else []):
+        if _ERROR.search(line):
+            return line.strip()[:240]
+    return first_line(fallback)[:240]
+
+
+def build_package(dependent: Dependent, build: TorchBuild, source: Path, test_files: list[Path],
+                  channels: list[Path], work: Path, variant: Path | None) -> tuple[Path, float]:
+    """(the .conda file, seconds); BuildFailed with the first error line."""
+    from rattler_build import Stage0Recipe, ToolConfiguration, VariantConfig
+
+    folder = work / "recipe"
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    for test_file in test_files:
+        shutil.copy2(test_file, folder / test_file.name)
+    recipe = folder / "recipe.yaml"
+    recipe.write_text(json.dumps(recipe_for(dependent, build, source, test_files), indent=1))
+    output_dir = work / "output"
+    start = time.monotonic()
+    try:
+        results = Stage0Recipe.from_file(recipe).run_build(
+            variant_config=VariantConfig.from_file(variant) if variant else None,
+            tool_config=ToolConfiguration(test_strategy="skip", compression_threads=2),
+            output_dir=output_dir, channels=[str(c) for c in channels], package_format="conda:1")
+    except Exception as err:  # rattler-build raises one error type per failing stage
+        message = first_error(output_dir, str(err))
+        if "resolve dependencies" in message:  # its solver's detail goes to its log only
+            message += (f" for {dependent.name}'s build/host requirements: a channel with the compilers, "
+                        "python, pip and setuptools is missing (--with-channel)")
+        raise BuildFailed(message) from None
+    packages = [Path(p) for result in results for p in result.packages]
+    if not packages:
+        raise BuildFailed("rattler-build built no package")
+    return packages[0], time.monotonic() - start
+
+
+def package_depends(package: Path) -> list[str]:
+    """info/index.json's depends of a .conda file (run requirements plus run_exports)."""
+    from rattler_build import Package
+
+    return [str(d) for d in Package.from_file(package).depends]
