@@ -63,8 +63,9 @@ def _preflight(opts: Options) -> Base | None:
     if opts.find_links is not None and not opts.find_links.is_dir():
         raise FeedstockError(f"--find-links {opts.find_links}: no such folder")
     require(*tools)
+    base = given_base(opts.base) if opts.base else None
     environment.check_flavour(opts.channels[0], opts.flavour)
-    return given_base(opts.base) if opts.base else None
+    return base
 
 
 def build(opts: Options, say=print) -> Result:

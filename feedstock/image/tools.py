@@ -16,7 +16,8 @@ def require(*tools: str) -> None:
     missing = [tool for tool in tools if shutil.which(tool) is None]
     if missing:
         packages = " ".join(PACKAGES.get(tool, tool) for tool in missing)
-        raise FeedstockError(f"{', '.join(missing)} not found; install it (apt-get install {packages})",
+        raise FeedstockError(f"{', '.join(missing)} not found; install {'it' if len(missing) == 1 else 'them'} "
+                             f"(apt-get install {packages})",
                              exit_code=3)
 
 
