@@ -124,3 +124,39 @@ def realbuild_toolchain(tmp_path_factory: pytest.TempPathFactory, cpythons: dict
         pytest.skip(str(err))
     return {"work": work, "toolchain": toolchain, "recipe": recipe, "versions": versions,
             "variant": variant, "cpu_variant": cpu_variant}
+
+
+# the build's work folders, the host prefix, the test environments and the installed prefix
+# each hold an unpacked copy of the wheel at some point
+WHEELBUILD_DISK_COPIES = 8
+WHEELBUILD_PYTHON = "3.11"  # the wheel is cp311
+
+
+@pytest.fixture(scope="session")
+def wheelbuild(realbuild_toolchain: dict, torch_wheel: Path, pytorch_cmakecache_dir: Path) -> dict:
+    """The real PyTorch 2.13.0 CPU packages built by rattler-build from the feedstock's recipe
+    (tests/realbuild/test_real_cpu_wheel.py checks them; tests/feedstock/image builds images of
+    them), and pytorch-cpu installed from them into a fresh prefix.
+
+    Keys: work, build (build.output_dir is the channel), prefix, python, log."""
+    from tests.realbuild.feedstock_build import build_feedstock
+    from tests.realbuild.install import install_from_channel
+    from tests.realbuild.session import wheel_work_dir
+    from tests.support.real_wheel.wheel_frontend import recipe_patches, write_frontend_override
+    from tests.support.toolchain import ToolchainUnavailable
+
+    try:
+        work = wheel_work_dir(realbuild_toolchain["work"] / "wheel", torch_wheel, WHEELBUILD_DISK_COPIES)
+    except ToolchainUnavailable as err:
+        pytest.skip(str(err))
+    toolchain = realbuild_toolchain["toolchain"]
+    variant = realbuild_toolchain["variant"]((WHEELBUILD_PYTHON,), work / "variants" / "cpu-py311.yaml")
+    override = write_frontend_override(work / "wheel_frontend_override.py", torch_wheel,
+                                       pytorch_cmakecache_dir, recipe_patches(REPO_ROOT / "recipe" / "meta.yaml"))
+    build = build_feedstock(realbuild_toolchain["recipe"], variant, toolchain.channel, work / "build_artifacts",
+                            test="native", environ={"MEGABUILD_FRONTEND": str(override)})
+    prefix = work / "elsewhere" / "env"
+    install_from_channel(build.output_dir, ["pytorch-cpu", f"python {WHEELBUILD_PYTHON}.*", "pip"], prefix,
+                         extra_channels=[toolchain.channel], cache=work / "pkgs")
+    return {"work": work, "build": build, "prefix": prefix, "python": prefix / "bin" / "python",
+            "log": (build.output_dir / "rattler-build-log.txt")}

@@ -25,41 +25,14 @@ from pathlib import Path
 import pytest
 
 from tests.support.paths import REPO_ROOT
-from tests.support.real_wheel.wheel_frontend import recipe_patches, write_frontend_override
 
 pytest.importorskip("rattler_build", reason="py-rattler-build (requirements-dev.txt) is not installed")
 pytest.importorskip("rattler", reason="py-rattler (requirements-dev.txt) is not installed")
 
-from tests.realbuild.feedstock_build import build_feedstock  # noqa: E402
-from tests.realbuild.session import wheel_work_dir  # noqa: E402
-from tests.support.toolchain import ToolchainUnavailable  # noqa: E402
 from tests.realbuild.install import (absolute_rpaths, escaping_symlinks, files_in_two_packages,  # noqa: E402
-                                     install_from_channel, installed_files, leaked_paths)
+                                     installed_files, leaked_paths)
 
-WHEEL_PYTHON = "3.11"  # the wheel is cp311
 OUR_PACKAGES = {"libtorch", "pytorch", "pytorch-cpu"}
-# the build's work folders, the host prefix, the test environments and the installed prefix
-# each hold an unpacked copy of the wheel at some point
-DISK_COPIES = 8
-
-
-@pytest.fixture(scope="session")
-def wheelbuild(realbuild_toolchain: dict, torch_wheel: Path, pytorch_cmakecache_dir: Path) -> dict:
-    try:
-        work = wheel_work_dir(realbuild_toolchain["work"] / "wheel", torch_wheel, DISK_COPIES)
-    except ToolchainUnavailable as err:
-        pytest.skip(str(err))
-    toolchain = realbuild_toolchain["toolchain"]
-    variant = realbuild_toolchain["variant"]((WHEEL_PYTHON,), work / "variants" / "cpu-py311.yaml")
-    override = write_frontend_override(work / "wheel_frontend_override.py", torch_wheel,
-                                       pytorch_cmakecache_dir, recipe_patches(REPO_ROOT / "recipe" / "meta.yaml"))
-    build = build_feedstock(realbuild_toolchain["recipe"], variant, toolchain.channel, work / "build_artifacts",
-                            test="native", environ={"MEGABUILD_FRONTEND": str(override)})
-    prefix = work / "elsewhere" / "env"
-    install_from_channel(build.output_dir, ["pytorch-cpu", f"python {WHEEL_PYTHON}.*", "pip"], prefix,
-                         extra_channels=[toolchain.channel], cache=work / "pkgs")
-    return {"work": work, "build": build, "prefix": prefix, "python": prefix / "bin" / "python",
-            "log": (build.output_dir / "rattler-build-log.txt")}
 
 
 def run(cmd: list, env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess:
