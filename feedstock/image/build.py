@@ -79,6 +79,7 @@ def build(opts: Options, say=print) -> Result:
     ref = name.rsplit(":", 1)[1] if ":" in name else "latest"
     opts.output.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{opts.output.name}.partial-", dir=opts.output.parent))
+    tmp.chmod(0o755)  # mkdtemp makes it private; the result is an ordinary folder
     try:
         result = _build_in(tmp, opts, base, records, name, ref, say)
         shutil.rmtree(tmp / "work", ignore_errors=True)
