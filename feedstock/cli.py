@@ -83,7 +83,7 @@ def _add_image_parser(sub: argparse._SubParsersAction) -> None:
                        help="copy this CPython's install into the mmdebstrap base at its own path "
                             "(channels whose python is a virtual environment of it, as the test channel)")
     image.add_argument("--engine", default="podman", help="runs pip inside the image (default: podman)")
-    image.add_argument("--name", help="image name:tag (default: pytorch-FLAVOUR:VERSION-pyXY)")
+    image.add_argument("--name", help="image name:tag (default: localhost/pytorch-FLAVOUR:VERSION-pyXY)")
     image.add_argument("--cuda", default="13.0", help="__cuda the gpu flavour is solved for (default: 13.0)")
 
 

@@ -75,7 +75,8 @@ def build(opts: Options, say=print) -> Result:
     torch_version = environment.version_of(records, "pytorch")
     if opts.requirements is not None:
         check_requirements(opts.requirements, torch_version)
-    name = opts.name or f"pytorch-{opts.flavour}:{torch_version}-py{opts.python.replace('.', '')}"
+    # localhost/: podman and docker load it under that name instead of docker.io/library/
+    name = opts.name or f"localhost/pytorch-{opts.flavour}:{torch_version}-py{opts.python.replace('.', '')}"
     ref = name.rsplit(":", 1)[1] if ":" in name else "latest"
     opts.output.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{opts.output.name}.partial-", dir=opts.output.parent))

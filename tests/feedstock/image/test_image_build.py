@@ -125,7 +125,7 @@ def test_skopeo_inspect_and_oci_image_tool_validate(rig):
         assert "CONDA_PREFIX=/opt/env" in inspected["Env"]
         assert any(e.startswith("PATH=/opt/env/bin:") for e in inspected["Env"])
         assert inspected["Labels"]["feedstock.torch.version"] == "2.13.0"
-    proc = subprocess.run(["oci-image-tool", "validate", "--type", "imageLayout",
+    proc = subprocess.run(["oci-image-tool", "validate", "--type", "image",
                            "--ref", f"name={rig.a.info['oci_ref']}", str(rig.a.out / "oci")],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0 and "validation succeeded" in (proc.stdout + proc.stderr), proc.stdout + proc.stderr
@@ -133,8 +133,8 @@ def test_skopeo_inspect_and_oci_image_tool_validate(rig):
 
 def test_podman_runs_torch_and_pip_sees_it_installed(rig):
     loaded = rig.podman.run("load", "-i", str(rig.a.out / "image.tar"), timeout=900).stdout
-    name = f"localhost/{rig.a.info['name']}"
-    assert rig.a.info["name"] in loaded, loaded
+    name = rig.a.info["name"]
+    assert name == "localhost/pytorch-cpu:2.13.0-py311" and name in loaded, loaded
     code = ("import json, os, torch, six; x = torch.arange(6.0).reshape(2, 3); "
             "print(json.dumps([torch.__version__, torch.__file__, float((x @ x.T).sum()), os.environ['CONDA_PREFIX']]))")
     out = rig.podman.run("run", "--rm", "--network=none", name, "python", "-c", code).stdout
