@@ -57,6 +57,9 @@ def _preflight(opts: Options) -> Base | None:
     if opts.base is None:
         tools.append("mmdebstrap")
     if opts.requirements is not None:
+        if "podman" not in Path(opts.engine).name:
+            raise FeedstockError(f"--requirements runs pip in the image with podman run --rootfs; "
+                                 f"--engine {opts.engine} cannot (use podman)")
         tools.append(opts.engine)
         if not opts.requirements.is_file():
             raise FeedstockError(f"--requirements {opts.requirements}: no such file")
