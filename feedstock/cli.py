@@ -84,6 +84,8 @@ def _add_image_parser(sub: argparse._SubParsersAction) -> None:
                             "(channels whose python is a virtual environment of it, as the test channel)")
     image.add_argument("--engine", default="podman", help="runs pip inside the image (default: podman)")
     image.add_argument("--name", help="image name:tag (default: localhost/pytorch-FLAVOUR:VERSION-pyXY)")
+    image.add_argument("--pkgs-dir", type=Path, metavar="DIR",
+                       help="package cache kept between runs (default: a fresh one per run, removed after)")
     image.add_argument("--cuda", default="13.0", help="__cuda the gpu flavour is solved for (default: 13.0)")
 
 
@@ -93,7 +95,8 @@ def _cmd_image(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     result = build(Options(channels=args.channel, flavour=args.flavour, python=args.python, output=args.output,
                            requirements=args.requirements, base=args.base, host_pythons=args.host_python,
-                           find_links=args.find_links, engine=args.engine, name=args.name, cuda=args.cuda))
+                           find_links=args.find_links, engine=args.engine, name=args.name, cuda=args.cuda,
+                           pkgs_dir=args.pkgs_dir))
     for role, digest in result.layers.items():
         print(f"layer {role:<12} {digest}")
     print(f"image: {result.name} in {result.output} (manifest {result.manifest_digest}, "

@@ -34,6 +34,7 @@ class Options:
     engine: str = "podman"
     name: str | None = None
     cuda: str | None = None
+    pkgs_dir: Path | None = None   # package cache to keep between runs (default: one per run)
 
 
 @dataclass
@@ -106,7 +107,7 @@ def _build_in(tmp: Path, opts: Options, base: Base | None, records: list, name: 
         say("image: base from mmdebstrap (cached after the first time)")
         base = debian_base(opts.host_pythons)
     say(f"image: installing {len(records)} packages into /opt/env")
-    env = environment.install(records, work / "root")
+    env = environment.install(records, work / "root", opts.pkgs_dir or work / "pkgs")
     sizes = {"base": base.path.stat().st_size if base.kind == "rootfs" else 0}
     sizes["torch"] = write_layer(env.staging, env.torch_names, layers_dir / "torch.tar", epoch)
     sizes["environment"] = write_layer(env.staging, env.rest_names, layers_dir / "environment.tar", epoch)
