@@ -143,7 +143,9 @@ def main(argv: list[str] | None = None) -> int:
         channels = args.image_channel or [work / "feedstock" / "build_artifacts", work / "toolchain" / "channel"]
         seconds, added, total = image_part(work, podman.env, channels, args.image_python, image_python)
         print(f"image build: {seconds:.1f} s")
-        print(f"containers: container/native {ratio}; second image adds {added:.0f} MB of {total:.0f} MB")
+        # the second image's own layer is kB: whole MB would print 0
+        added_text = f"{added:.2f}" if added < 10 else f"{added:.0f}"
+        print(f"containers: container/native {ratio}; second image adds {added_text} MB of {total:.0f} MB")
         return 0
     finally:
         podman.run("system", "reset", "--force", check=False)
