@@ -1,4 +1,4 @@
-"""Command line of the maintainer tools: ``python -m feedstock {rerender,render,lint,bump,deps,patches,parity,downstream}``."""
+"""Command line of the maintainer tools: ``python -m feedstock {rerender,render,lint,bump,deps,patches,parity,downstream,image}``."""
 from __future__ import annotations
 
 import argparse
@@ -55,12 +55,62 @@ the last line is `parity: N configs, M outputs: E equal, D differ; skips on P pl
 differ`. Also run by lint."""
 
 
+IMAGE_HELP = """\
+Build a runtime image from a channel of built packages: an OCI layout (DIR/oci), a
+docker-archive (DIR/image.tar, for podman/docker load), an Apptainer recipe (DIR/Apptainer.def)
+and DIR/image.json (digests). Layers: the base (mmdebstrap's Debian, or --base), torch
+(libtorch, libtorch-cuda-linalg, pytorch: the same digest in every image of one build), the
+rest of the conda environment at /opt/env (activated through the image config: PATH,
+CONDA_PREFIX), and with --requirements the app's packages installed by pip inside the image
+with torch already satisfied (a line that would replace torch is refused). Needs umoci and
+skopeo; mmdebstrap without --base; podman (or --engine) with --requirements. Same inputs and
+SOURCE_DATE_EPOCH: same manifest digest. See docs/images.md.
+Example: python -m feedstock image --channel build_artifacts --channel conda-forge --flavour cpu --python 3.11 --output img"""
+
+
+def _add_image_parser(sub: argparse._SubParsersAction) -> None:
+    image = sub.add_parser("image", help="build a runtime image (OCI + docker-archive) from built packages",
+                           description=IMAGE_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    image.add_argument("--channel", action="append", required=True, metavar="DIR|NAME|URL",
+                       help="channel to install from, repeatable, in order; the first must hold the flavour")
+    image.add_argument("--flavour", choices=("cpu", "gpu", "rocm"), required=True)
+    image.add_argument("--python", required=True, help="the Python version, e.g. 3.11")
+    image.add_argument("--output", type=Path, required=True, help="folder to write (must not exist or be empty)")
+    image.add_argument("--requirements", type=Path, help="a pip requirements file installed as a layer of its own")
+    image.add_argument("--find-links", type=Path, metavar="DIR",
+                       help="with --requirements: install from this folder of wheels only (no index)")
+    image.add_argument("--base", metavar="TAR|DIR[:REF]", help="a rootfs tar or an OCI layout instead of mmdebstrap's Debian")
+    image.add_argument("--host-python", action="append", type=Path, default=[], metavar="EXE",
+                       help="copy this CPython's install into the mmdebstrap base at its own path "
+                            "(channels whose python is a virtual environment of it, as the test channel)")
+    image.add_argument("--engine", default="podman", help="runs pip inside the image (default: podman)")
+    image.add_argument("--name", help="image name:tag (default: localhost/pytorch-FLAVOUR:VERSION-pyXY)")
+    image.add_argument("--pkgs-dir", type=Path, metavar="DIR",
+                       help="package cache kept between runs (default: a fresh one per run, removed after)")
+    image.add_argument("--cuda", default="13.0", help="__cuda the gpu flavour is solved for (default: 13.0)")
+
+
+def _cmd_image(args: argparse.Namespace) -> int:
+    from .image.build import Options, build
+
+    start = time.perf_counter()
+    result = build(Options(channels=args.channel, flavour=args.flavour, python=args.python, output=args.output,
+                           requirements=args.requirements, base=args.base, host_pythons=args.host_python,
+                           find_links=args.find_links, engine=args.engine, name=args.name, cuda=args.cuda,
+                           pkgs_dir=args.pkgs_dir))
+    for role, digest in result.layers.items():
+        print(f"layer {role:<12} {digest}")
+    print(f"image: {result.name} in {result.output} (manifest {result.manifest_digest}, "
+          f"{time.perf_counter() - start:.0f}s)")
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m feedstock", description=DESCRIPTION,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--feedstock-root", type=Path, default=Path.cwd(),
                         help="the feedstock folder (default: the current directory)")
-    sub = parser.add_subparsers(dest="command", metavar="{rerender,render,lint,bump,deps,patches,parity,downstream}")
+    sub = parser.add_subparsers(dest="command", metavar="{rerender,render,lint,bump,deps,patches,parity,downstream,image}")
     rerender = sub.add_parser("rerender", help="regenerate .ci_support/ (or --check it)",
                               description=RERENDER_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     rerender.add_argument("--check", action="store_true", help="write nothing; exit 1 if .ci_support/ or the workflow is out of date")
@@ -74,6 +124,7 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("parity", help="compare meta.yaml and recipe.yaml output by output, for every job",
                    description=PARITY_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     downstream_cli.add_parser(sub)
+    _add_image_parser(sub)
     return parser
 
 
@@ -142,6 +193,8 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_render(args.feedstock_root, args.config, args.json)
         if args.command in maintainer_cli.COMMANDS:
             return maintainer_cli.run(args, args.feedstock_root)
+        if args.command == "image":
+            return _cmd_image(args)
         if args.command == "parity":
             from .checks.parity import run as run_parity
             return run_parity(args.feedstock_root)

@@ -23,9 +23,6 @@ $FEEDSTOCK_IMAGE_CACHE) by its inputs, so a second image build only imports it (
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
-import os
 import re
 import shutil
 import subprocess
@@ -37,17 +34,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from localbuild.configs import config_names, load_config  # noqa: E402
+from localbuild.rootfs import (DPKG_EXCLUDES, SOURCE_DATE_EPOCH, SUITE, RootfsError,  # noqa: E402
+                               cache_dir, cache_key, copy_home_hook, debian_rootfs)
 
-SUITE = "bookworm"
 PACKAGES = ("bash", "coreutils", "findutils", "grep", "sed", "tar", "gzip", "bzip2", "xz-utils",
             "file", "gcc", "g++", "make", "cmake", "ninja-build", "pkg-config", "ccache",
             "patchelf", "python3", "python3-venv", "ca-certificates")
-# nobody reads these in a build container; vfs copies every byte of the image per container
-DPKG_EXCLUDES = ("/usr/share/doc/*", "/usr/share/man/*", "/usr/share/info/*", "/usr/share/locale/*",
-                 "/usr/share/lintian/*")
 TOOL_PINS = ("py-rattler-build", "py-rattler")
 VENV = "/opt/rattler-build"
-SOURCE_DATE_EPOCH = "1700000000"  # a fixed date: the same inputs give the same base tar
 
 
 class ImageError(Exception):
@@ -73,16 +67,11 @@ def python_home(interpreter: Path) -> tuple[Path, str]:
     return Path(out[0]), out[1]
 
 
-def cache_dir() -> Path:
-    return Path(os.environ.get("FEEDSTOCK_IMAGE_CACHE")
-                or Path.home() / ".cache" / "pytorch-feedstock" / "stand-in-image")
-
-
 def rootfs_key(homes: list[tuple[Path, str]], pins: list[str]) -> str:
     inputs = {"suite": SUITE, "packages": PACKAGES, "pins": pins, "epoch": SOURCE_DATE_EPOCH,
               "excludes": DPKG_EXCLUDES,
               "homes": [[str(path), version] for path, version in homes], "venv": VENV}
-    return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:16]
+    return cache_key(inputs)
 
 
 def download_tools(pins: list[str], dest: Path) -> None:
@@ -97,9 +86,7 @@ def download_tools(pins: list[str], dest: Path) -> None:
 
 
 def build_rootfs(target: Path, homes: list[tuple[Path, str]], pins: list[str]) -> None:
-    """mmdebstrap's minimal Debian plus the tools, written to a temp file, then renamed."""
-    if shutil.which("mmdebstrap") is None:
-        raise ImageError("mmdebstrap not found; install it (apt-get install mmdebstrap)")
+    """mmdebstrap's minimal Debian plus the tools (localbuild.rootfs: temp file, then renamed)."""
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
         wheels = Path(tmp) / "wheels"
@@ -109,20 +96,11 @@ def build_rootfs(target: Path, homes: list[tuple[Path, str]], pins: list[str]) -
                  f'chroot "$1" {VENV}/bin/python -m pip install --quiet --no-index '
                  f'--no-cache-dir --find-links /tmp/wheels {" ".join(pins)}',
                  'rm -rf "$1/tmp/wheels"']
-        for home, _ in homes:
-            hooks.append(f"tar -C / --exclude=site-packages --exclude=test -cf - "
-                         f"{str(home).lstrip('/')} | tar -C \"$1\" -xf -")
-        partial = Path(tmp) / "rootfs.tar"
-        command = ["mmdebstrap", "--variant=minbase", "--mode=root", "--quiet",
-                   "--hook-dir=/usr/share/mmdebstrap/hooks/merged-usr", "--skip=output/dev",
-                   f"--include={','.join(PACKAGES)}",
-                   *[f"--dpkgopt=path-exclude={path}" for path in DPKG_EXCLUDES],
-                   *[f"--customize-hook={hook}" for hook in hooks], SUITE, str(partial)]
-        env = dict(os.environ, SOURCE_DATE_EPOCH=SOURCE_DATE_EPOCH)
-        proc = subprocess.run(command, env=env, capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise ImageError(f"mmdebstrap failed: {proc.stderr.strip()[-400:]}")
-        os.replace(partial, target)
+        hooks += [copy_home_hook(home) for home, _ in homes]
+        try:
+            debian_rootfs(target, PACKAGES, hooks)
+        except RootfsError as err:
+            raise ImageError(str(err)) from None
 
 
 def import_image(engine: str, rootfs: Path, tag: str) -> None:
