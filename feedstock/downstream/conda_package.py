@@ -46,7 +46,11 @@ def recipe_for(dependent: Dependent, build: TorchBuild, source: Path, test_files
             # the Python it was built for in the build string, as conda-forge's extensions carry it
             "build": {"number": 0, "string": f"py{build.python.replace('.', '')}_h${{{{ hash }}}}_0", "script": {
                 "env": {"MAX_JOBS": "2", **dependent.build_env},
-                "content": ["python -m pip install . --no-deps --no-build-isolation -vv"]}},
+                # setuptools builds an sdist's extensions one after another; an extra distutils
+                # config (DIST_EXTRA_CONFIG) lets it build MAX_JOBS of them at once
+                "content": ["printf '[build_ext]\\nparallel = %s\\n' \"$MAX_JOBS\" > \"$SRC_DIR/.parallel-build.cfg\"",
+                            'DIST_EXTRA_CONFIG="$SRC_DIR/.parallel-build.cfg" '
+                            "python -m pip install . --no-deps --no-build-isolation -vv"]}},
             "requirements": {
                 "build": ["${{ compiler('c') }}", "${{ compiler('cxx') }}"],
                 # pytorch and libtorch by name: their run_exports pin the package to this x.y
