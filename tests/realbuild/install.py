@@ -60,6 +60,15 @@ def install_from_channel(channel: Path, specs: list[str], prefix: Path, cuda: st
     return records
 
 
+def run_clean(cmd: list, env_extra: dict[str, str] | None = None, timeout: int = 900) -> subprocess.CompletedProcess:
+    """Run a command of an installed prefix in a clean environment (not the test venv's); assert success."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+    env.update(env_extra or {})
+    proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, env=env, timeout=timeout)
+    assert proc.returncode == 0, f"{cmd}: {proc.stdout[-2000:]}{proc.stderr[-3000:]}"
+    return proc
+
+
 def installed_files(prefix: Path) -> dict[str, list[str]]:
     """package name -> files it installed (relative paths), from conda-meta."""
     files: dict[str, list[str]] = {}

@@ -17,9 +17,7 @@ package-level checks (no file owned twice, no leaked build path, no symlink out 
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 
 import pytest
 
@@ -28,18 +26,9 @@ from tests.support.paths import REPO_ROOT
 pytest.importorskip("rattler_build", reason="py-rattler-build (requirements-dev.txt) is not installed")
 pytest.importorskip("rattler", reason="py-rattler (requirements-dev.txt) is not installed")
 
-from tests.realbuild.install import (absolute_rpaths, escaping_symlinks, files_in_two_packages,  # noqa: E402
+from tests.realbuild.install import (run_clean as run, absolute_rpaths, escaping_symlinks, files_in_two_packages,  # noqa: E402
                                      installed_files, leaked_paths)
 from tests.realbuild.real_packages import CPU_PACKAGES as OUR_PACKAGES  # noqa: E402
-
-
-def run(cmd: list, env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """Run in a clean environment (not the test venv's); assert success."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
-    env.update(env_extra or {})
-    proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, env=env, timeout=900)
-    assert proc.returncode == 0, f"{cmd}: {proc.stdout[-2000:]}{proc.stderr[-3000:]}"
-    return proc
 
 
 def test_real_binaries_packaged_and_tested_by_rattler_build(wheelbuild):

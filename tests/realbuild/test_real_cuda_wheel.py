@@ -29,20 +29,11 @@ pytest.importorskip("rattler", reason="py-rattler (requirements-dev.txt) is not 
 from megabuild.build_env import cuda_arch_list  # noqa: E402
 from tests.realbuild.cuda import fatbin_archs  # noqa: E402
 from tests.realbuild.feedstock_build import ChannelIncomplete, check_channel  # noqa: E402
-from tests.realbuild.install import (SolveError, escaping_symlinks, files_in_two_packages,  # noqa: E402
+from tests.realbuild.install import (run_clean as run, SolveError, escaping_symlinks, files_in_two_packages,  # noqa: E402
                                      installed_files, run_paths_outside, solve)
 from tests.support.toolchain import index_channel  # noqa: E402
 from tests.realbuild.real_packages import (CUDA, CUDA_TAG as TAG, CUDA_VERSION as VERSION,  # noqa: E402
                                           GPU_PACKAGES as OUR_PACKAGES, WHEEL_PYTHON as PYTHON)
-
-
-def run(cmd: list, env_extra: dict[str, str] | None = None, timeout: int = 900) -> subprocess.CompletedProcess:
-    """Run in a clean environment (not the test venv's); assert success."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
-    env.update(env_extra or {})
-    proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, env=env, timeout=timeout)
-    assert proc.returncode == 0, f"{cmd}: {proc.stdout[-2000:]}{proc.stderr[-3000:]}"
-    return proc
 
 
 def python_json(cudawheel: dict, code: str):
