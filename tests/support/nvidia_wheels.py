@@ -29,6 +29,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.support.real_wheel.cuda_wheel import keep_rpath_entries
 from tests.support.toolchain import ToolchainUnavailable, build_outputs, recipe_output, index_channel
 
 REQUIREMENTS = Path(__file__).resolve().parents[1] / "realbuild" / "nvidia-requirements.txt"
@@ -145,11 +146,7 @@ def trim_run_path(library: Path) -> None:
     with library.open("rb") as fh:
         if fh.read(4) != b"\x7fELF":
             return
-    printed = subprocess.run(["patchelf", "--print-rpath", str(library)], capture_output=True, text=True)
-    entries = [e for e in printed.stdout.strip().split(":") if e]
-    kept = [e for e in entries if e.rstrip("/") == "$ORIGIN"]
-    if printed.returncode == 0 and kept != entries:
-        subprocess.run(["patchelf", "--set-rpath", ":".join(kept), str(library)], check=True)
+    keep_rpath_entries(library, lambda entry: entry.rstrip("/") == "$ORIGIN")
 
 
 def needed_sonames(library: Path) -> set[str]:

@@ -13,6 +13,7 @@ import re
 import subprocess
 import zipfile
 from pathlib import Path
+from typing import Callable
 
 # a MAGMA entry point PyTorch calls only under AT_MAGMA_ENABLED() (its MAGMAQueue): a library
 # linked to libmagma.so names it as an undefined symbol, one with MAGMA linked in statically
@@ -47,13 +48,18 @@ def rpath(library: Path) -> list[str]:
     return [entry for entry in out.split(":") if entry]
 
 
-def drop_nvidia_rpath(library: Path) -> bool:
-    """Remove the library's RPATH entries into site-packages/nvidia (`$ORIGIN` stays)."""
+def keep_rpath_entries(library: Path, keep: Callable[[str], bool]) -> bool:
+    """Keep only the RPATH/RUNPATH entries `keep` accepts; True when the library changed."""
     entries = rpath(library)
-    kept = [e for e in entries if "/nvidia/" not in e]
+    kept = [e for e in entries if keep(e)]
     if kept != entries:
         subprocess.run(["patchelf", "--set-rpath", ":".join(kept), str(library)], check=True)
     return kept != entries
+
+
+def drop_nvidia_rpath(library: Path) -> bool:
+    """Remove the library's RPATH entries into site-packages/nvidia (`$ORIGIN` stays)."""
+    return keep_rpath_entries(library, lambda entry: "/nvidia/" not in entry)
 
 
 def drop_wheel_rpaths(lib_dir: Path) -> list[Path]:
