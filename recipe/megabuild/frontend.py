@@ -1,12 +1,14 @@
-"""The build front end: how PyTorch's own build is driven. Kept in one module on purpose.
+"""The build front end: how PyTorch's own build is driven, and which one a source tree gets.
 
-Today PyTorch builds through `setup.py` (`SetupPyFrontend`): `python setup.py build` configures
-CMake only when `build/CMakeCache.txt` is missing and otherwise just builds, leaving
+Up to 2.13 PyTorch builds through `setup.py` (`SetupPyFrontend`): `python setup.py build`
+configures CMake only when `build/CMakeCache.txt` is missing and otherwise just builds, leaving
 `build/lib.<platform>-<cache tag>/torch/{bin,lib,include,share}`; `pip install . --no-deps
 --no-build-isolation` rebuilds what changed and installs into the interpreter's site-packages.
-PyTorch's main branch moved to scikit-build-core (persistent `build-dir`); a front end for it
-implements the same three methods. The steps talk to the front end only through `Frontend`
-and assume nothing from CMake beyond `build_dir/CMakeCache.txt` and the `lib.*` layout.
+From 2.14 it builds through scikit-build-core (`scikit_build.ScikitBuildCoreFrontend`), which
+implements the same methods. The source tree picks (`select_frontend`): a pyproject.toml whose
+`build-backend` is scikit-build-core's selects that one, a tree with setup.py keeps setup.py.
+The steps talk to the front end only through `Frontend` and assume nothing from CMake beyond
+`build_dir/CMakeCache.txt` and the staged `torch/` layout.
 """
 from __future__ import annotations
 
@@ -19,6 +21,8 @@ from typing import Mapping, Protocol, Sequence
 from . import job_pools, log
 from .context import BuildContext
 from .errors import MegabuildError
+from .python_target import PythonTarget
+from .staging import find_layout_dir
 
 
 class Frontend(Protocol):
@@ -34,13 +38,17 @@ class Frontend(Protocol):
         """Rebuild what changed and install into ctx.python's site-packages."""
         ...
 
+# Optional: `layout_dir(ctx, target) -> Path`, the `torch/` folder whose bin, lib, include and
+# share the split step stages. Without it, setup.py's `build_dir/lib.*/torch` is looked up.
 
-def run_command(args: Sequence[str | Path], ctx: BuildContext) -> None:
-    """Run a child process in the source tree with the context's environment."""
+
+def run_command(args: Sequence[str | Path], ctx: BuildContext,
+                env: Mapping[str, str] | None = None) -> None:
+    """Run a child process in the source tree with the context's environment (or `env`)."""
     argv = [str(a) for a in args]
     log.info(f"$ {shlex.join(argv)}")
     try:
-        proc = subprocess.run(argv, cwd=ctx.src_dir, env=dict(ctx.env))
+        proc = subprocess.run(argv, cwd=ctx.src_dir, env=dict(ctx.env if env is None else env))
     except OSError as exc:
         raise MegabuildError(f"cannot run {argv[0]}: {exc}") from None
     if proc.returncode != 0:
@@ -63,6 +71,17 @@ class SetupPyFrontend:
         run_command([ctx.python, "-m", "pip", "install", ".", "--no-deps",
                      "--no-build-isolation", "--disable-pip-version-check"], ctx)
 
+    def layout_dir(self, ctx: BuildContext, target: PythonTarget) -> Path:
+        return find_layout_dir(self.build_dir(ctx), target)
+
+
+def layout_dir(frontend: Frontend, ctx: BuildContext, target: PythonTarget) -> Path:
+    """The front end's staged `torch/` folder (setup.py's `build/lib.*/torch` by default)."""
+    own = getattr(frontend, "layout_dir", None)
+    if callable(own):
+        return own(ctx, target)
+    return find_layout_dir(frontend.build_dir(ctx), target)
+
 
 # A developer override, never set by the recipe: a Python file whose `frontend()` returns the
 # Frontend to use instead of setup.py. The feedstock's tests use it to package the real PyTorch
@@ -70,11 +89,17 @@ class SetupPyFrontend:
 FRONTEND_OVERRIDE = "MEGABUILD_FRONTEND"
 
 
-def select_frontend(environ: Mapping[str, str]) -> Frontend:
-    """SetupPyFrontend, or the one $MEGABUILD_FRONTEND's file makes."""
+def select_frontend(environ: Mapping[str, str], src_dir: Path | None = None) -> Frontend:
+    """The one $MEGABUILD_FRONTEND's file makes; else what the source tree declares: a
+    scikit-build-core `build-backend` in pyproject.toml, or setup.py (also without src_dir)."""
     path = environ.get(FRONTEND_OVERRIDE, "")
     if not path:
-        return SetupPyFrontend()
+        if src_dir is None:
+            return SetupPyFrontend()
+        from .scikit_build import frontend_for  # it imports run_command from here
+        chosen = frontend_for(src_dir) or SetupPyFrontend()
+        log.info(f"front end: {type(chosen).__name__} (what {src_dir} declares)")
+        return chosen
     file = Path(path)
     if not file.is_file():
         raise MegabuildError(f"{FRONTEND_OVERRIDE}={path} is not a file; unset it to build with "

@@ -43,6 +43,8 @@ try:
 except Exception:
     numpy_include = None
 cv = sysconfig.get_config_var
+import importlib.machinery
+stable = [x for x in importlib.machinery.EXTENSION_SUFFIXES if ".abi" in x]
 libdir, ldlibrary = cv("LIBDIR"), cv("LDLIBRARY")
 stdlib, platstdlib, purelib, platlib = libpaths()
 print(json.dumps(dict(
@@ -52,6 +54,8 @@ print(json.dumps(dict(
     abiflags=getattr(sys, "abiflags", ""),
     pointer_bits=struct.calcsize("P") * 8,
     soabi=cv("SOABI") or "",
+    sosabi=stable[0].split(".")[1] if stable else "",
+    base_prefix=sys.base_exec_prefix,
     ext_suffix=cv("EXT_SUFFIX") or "",
     cache_tag=sys.implementation.cache_tag or "",
     include_dir=sysconfig.get_path("include"),
@@ -60,6 +64,9 @@ print(json.dumps(dict(
     library=(libdir + "/" + ldlibrary) if libdir and ldlibrary else None,
 )))
 """
+
+
+PROPERTY_FIELDS = (11, 12)  # _Python_INTERPRETER_PROPERTIES: CMake <= 3.25, >= 3.26
 
 
 @dataclass(frozen=True)
@@ -78,6 +85,8 @@ class PythonTarget:
     numpy_include: str | None = None
     library: str | None = None
     cache_tag: str = ""  # "cpython-312"; derived from the version when empty
+    sosabi: str = ""  # "abi3": the stable-ABI suffix FindPython records from CMake 3.26 on
+    base_prefix: str = ""  # sys.base_exec_prefix: scikit-build-core's Python_ROOT_DIR
 
     @property
     def major_minor(self) -> str:
@@ -96,11 +105,17 @@ class PythonTarget:
     def pyc_tag(self) -> str:
         return self.cache_tag or f"cpython-{self.nodot}"
 
-    def interpreter_properties(self) -> str:
-        """The value FindPython stores as `_Python_INTERPRETER_PROPERTIES`."""
+    def interpreter_properties(self, fields: int = 11) -> str:
+        """The value FindPython stores as `_Python_INTERPRETER_PROPERTIES`: 11 fields up to
+        CMake 3.25, 12 (the stable-ABI suffix after SOABI) from 3.26, which is also the
+        FindPython scikit-build-core brings along for an older CMake."""
+        if fields not in PROPERTY_FIELDS:
+            raise MegabuildError(f"_Python_INTERPRETER_PROPERTIES with {fields} fields is not a "
+                                 "form the driver knows (11 or 12); unsupported CMake version?")
         major, minor, patch = (self.version.split(".") + ["0", "0"])[:3]
+        abi = [self.soabi, self.sosabi] if fields == 12 else [self.soabi]
         return ";".join(["Python", major, minor, patch, str(self.pointer_bits), self.abiflags,
-                         self.soabi, self.stdlib, self.platstdlib, self.purelib, self.platlib])
+                         *abi, self.stdlib, self.platstdlib, self.purelib, self.platlib])
 
     # -- constructors ------------------------------------------------------------------------
     @classmethod
@@ -129,21 +144,27 @@ class PythonTarget:
     def from_cmake_cache(cls, cache: CMakeCache) -> "PythonTarget":
         """The Python a cache was configured against, from FindPython's entries."""
         props = cache.get("_Python_INTERPRETER_PROPERTIES").split(";")
-        if len(props) != 11:
+        if len(props) not in PROPERTY_FIELDS:
             raise MegabuildError(f"{cache.source}: _Python_INTERPRETER_PROPERTIES has "
-                                 f"{len(props)} fields, expected 11; unsupported CMake version?")
+                                 f"{len(props)} fields, expected 11 or 12; unsupported CMake "
+                                 "version?")
+        sosabi = props.pop(7) if len(props) == 12 else ""
         _, major, minor, patch, bits, abiflags, soabi, stdlib, platstdlib, purelib, platlib = props
         executable = (cache.get("_Python_EXECUTABLE") if "_Python_EXECUTABLE" in cache
                       else cache.get("Python_EXECUTABLE"))
         ext_suffix = (cache.get("PYTHON_MODULE_EXTENSION") if "PYTHON_MODULE_EXTENSION" in cache
                       else f".{soabi}.so")
         numpy = cache.entry("_Python_NumPy_INCLUDE_DIR")
-        library = cache.entry("_Python_LIBRARY_RELEASE")
+        # FindPython's own entry; scikit-build-core also sets Python_LIBRARY and PYTHON_LIBRARY
+        library = next((cache.entry(k) for k in ("_Python_LIBRARY_RELEASE", "Python_LIBRARY",
+                                                  "PYTHON_LIBRARY") if cache.entry(k)), None)
         return cls(
             executable=executable, version=f"{major}.{minor}.{patch}", soabi=soabi,
             ext_suffix=ext_suffix, include_dir=cache.get("_Python_INCLUDE_DIR"),
             stdlib=stdlib, platstdlib=platstdlib, purelib=purelib, platlib=platlib,
-            abiflags=abiflags, pointer_bits=int(bits or 64),
+            abiflags=abiflags, pointer_bits=int(bits or 64), sosabi=sosabi,
+            base_prefix=next((cache.get(k) for k in ("Python_ROOT_DIR", "Python3_ROOT_DIR")
+                              if k in cache), ""),
             numpy_include=numpy.value if numpy and numpy.value else None,
             library=library.value if library and library.value else None,
         )

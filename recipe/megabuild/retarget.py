@@ -48,7 +48,7 @@ class _PathMap:
             self.exact[old.library] = new.library
         folders = [(old.include_dir, new.include_dir), (old.stdlib, new.stdlib),
                    (old.platstdlib, new.platstdlib), (old.purelib, new.purelib),
-                   (old.platlib, new.platlib)]
+                   (old.platlib, new.platlib), (old.base_prefix, new.base_prefix)]
         if old.numpy_include:
             folders.append((old.numpy_include, new.numpy_include or ""))
         # longest first, so numpy's include dir wins over the site-packages that contains it
@@ -110,7 +110,7 @@ def retarget_cache(cache: CMakeCache, new: PythonTarget,
     for key in keys:
         value = cache.get(key)
         if key == PROPERTIES_KEY:
-            updated = new.interpreter_properties()
+            updated = new.interpreter_properties(fields=len(value.split(";")))
         elif MESSAGE_KEY.match(key):
             updated = paths.map_message(key, value)
         else:

@@ -7,6 +7,7 @@
   includes the generated ATen/cuda/CUDAConfig.h) and the result is staged as
   `<stage>/cuda-linalg/magma`. Then, from the final `build/lib.*/torch/{bin,lib,include,share}`,
   everything except libtorch_python and libtorch_cuda_linalg is staged as `<stage>/libtorch`
+  (the scikit-build-core front end stages from its wheel's `torch/` instead of `build/lib.*`)
   (so libtorch's headers and torch_cuda agree with the cache the pytorch steps reuse), and the
   cache is saved as `<stage>/CMakeCache.pristine.txt`.
 - `libtorch` -> `install_libtorch`: copies `<stage>/libtorch` into `$PREFIX`; CUDA variants
@@ -47,11 +48,11 @@ from .build_env import gpu_backend
 from .cmake_cache import CMakeCache, write_bytes_atomic
 from .context import BuildContext
 from .errors import MegabuildError
-from .frontend import Frontend, run_command, select_frontend
+from .frontend import Frontend, layout_dir, run_command, select_frontend
 from .python_target import PythonTarget
 from .retarget import retarget_cache
 from .source_prep import prepare_source
-from .staging import (copy_tree, find_clobbers, find_layout_dir, installed_top_levels,
+from .staging import (copy_tree, find_clobbers, installed_top_levels,
                       is_cuda_linalg_library, is_python_library, link_into_prefix,
                       remove_foreign_pyc, replace_stage, LIBTORCH_DIRS)
 
@@ -148,7 +149,7 @@ def run_split(ctx: BuildContext, frontend: Frontend) -> None:
         run_hipify(ctx)
     with log.step(f"split: build against Python {target.version}"):
         frontend.build(ctx)
-    layout = find_layout_dir(build_dir, target)
+    layout = layout_dir(frontend, ctx, target)
     cache_path = build_dir / "CMakeCache.txt"
     if backend == "cuda":
         _stage_linalg(layout, linalg_stage_dir(ctx, magma=False))
@@ -160,7 +161,7 @@ def run_split(ctx: BuildContext, frontend: Frontend) -> None:
             cache.write(cache_path)
             log.info(f"{cache_path}: USE_MAGMA {old} -> ON")
             frontend.build(ctx)
-        layout = find_layout_dir(build_dir, target)
+        layout = layout_dir(frontend, ctx, target)
         _stage_linalg(layout, linalg_stage_dir(ctx, magma=True))
         nomagma, magma = (sorted(linalg_stage_dir(ctx, m).rglob("*.so*")) for m in (False, True))
         if [p.read_bytes() for p in nomagma] == [p.read_bytes() for p in magma]:
@@ -306,7 +307,7 @@ CONFIGURING_STEPS = ("libtorch-split", "pytorch")
 
 def run_step(ctx: BuildContext, frontend: Frontend | None = None) -> None:
     """Run the step for ctx.variant["PKG_NAME"]."""
-    frontend = frontend or select_frontend(ctx.env)
+    frontend = frontend or select_frontend(ctx.env, ctx.src_dir)
     name = ctx.variant.get("PKG_NAME", "")
     with log.step(f"{name or '?'} (megabuild driver)"), \
             compile_cache.step_statistics(ctx.env, name or "?"):

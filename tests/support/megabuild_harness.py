@@ -1,8 +1,11 @@
 """Runs the megabuild driver for real on tests/support/megabuild_project (shared by tests and benchmark).
 
 The conda build is simulated: every CPython gets its own virtual environment (created from
-that interpreter, with setuptools from requirements-dev.txt) as `ctx.python`, and every output
-gets a fresh temporary folder as `ctx.prefix`. Each compiler invocation is recorded by a
+that interpreter, with setuptools, scikit-build-core and its dependencies pinned in
+requirements-dev.txt: each environment has its own scikit-build-core, as each conda host
+environment does) as `ctx.python`, and every output gets a fresh temporary folder as
+`ctx.prefix`. The project comes in two forms (`FRONTENDS`): PyTorch's setup.py shape up to
+2.13, and its scikit-build-core shape from 2.14 (pyproject.scikit-build.toml, no setup.py). Each compiler invocation is recorded by a
 compiler launcher script (the same hook ccache uses), so tests can count what compiled when.
 """
 from __future__ import annotations
@@ -23,7 +26,8 @@ if str(REPO_ROOT / "recipe") not in sys.path:
     sys.path.insert(0, str(REPO_ROOT / "recipe"))
 
 from megabuild.context import BuildContext  # noqa: E402
-from megabuild.frontend import SetupPyFrontend, run_command  # noqa: E402
+from megabuild.frontend import Frontend, SetupPyFrontend, layout_dir, run_command, select_frontend  # noqa: E402
+from megabuild.scikit_build import ScikitBuildCoreFrontend  # noqa: E402
 from megabuild.source_prep import prepare_source  # noqa: E402
 from megabuild.steps import run_step  # noqa: E402
 
@@ -41,12 +45,23 @@ class HarnessUnavailable(Exception):
     """A tool the real build needs is missing; tests skip with this reason."""
 
 
-def setuptools_requirement() -> str:
+FRONTENDS = ("setup.py", "scikit-build-core")
+# what every build environment gets, pinned in requirements-dev.txt
+BUILD_REQUIREMENTS = ("setuptools", "scikit-build-core", "pathspec", "packaging")
+SCIKIT_BUILD_PYPROJECT = "pyproject.scikit-build.toml"
+
+
+def pinned(name: str) -> str:
+    """`name==version` as requirements-dev.txt pins it."""
     text = (REPO_ROOT / "requirements-dev.txt").read_text()
-    match = re.search(r"^setuptools==\S+", text, re.MULTILINE)
+    match = re.search(rf"^{re.escape(name)}==\S+", text, re.MULTILINE)
     if not match:
-        raise HarnessUnavailable("requirements-dev.txt pins no setuptools")
+        raise HarnessUnavailable(f"requirements-dev.txt pins no {name}")
     return match.group(0)
+
+
+def setuptools_requirement() -> str:
+    return pinned("setuptools")
 
 
 def check_tools() -> None:
@@ -95,29 +110,31 @@ def _run(args: list[str], **kwargs) -> subprocess.CompletedProcess:
 
 
 def fetch_setuptools(wheelhouse: Path) -> Path:
-    """Download the pinned setuptools wheel once (PyPI or the configured index)."""
-    req = setuptools_requirement()
+    """Download the pinned build requirements' wheels once (PyPI or the configured index)."""
+    reqs = [pinned(name) for name in BUILD_REQUIREMENTS]
     wheelhouse.mkdir(parents=True, exist_ok=True)
-    if not list(wheelhouse.glob("setuptools-*.whl")):
-        proc = _run([sys.executable, "-m", "pip", "download", req, "--no-deps",
+    if not list(wheelhouse.glob("scikit_build_core-*.whl")):
+        proc = _run([sys.executable, "-m", "pip", "download", *reqs, "--no-deps",
                      "--only-binary=:all:", "-d", wheelhouse, "--quiet"], timeout=600)
         if proc.returncode != 0:
-            raise HarnessUnavailable(f"cannot download {req}: "
+            raise HarnessUnavailable(f"cannot download {' '.join(reqs)}: "
                                      f"{(proc.stderr.strip().splitlines() or ['?'])[-1]}")
     return wheelhouse
 
 
 def make_venv(interpreter: Path, dest: Path, wheelhouse: Path) -> Path:
-    """A virtual environment from `interpreter` with pip and the pinned setuptools."""
+    """A virtual environment from `interpreter` with pip and the pinned build requirements
+    (dependencies an older Python needs, such as tomli on 3.10, come from the index)."""
     python = dest / "bin" / "python"
     if not python.exists():
         proc = _run([interpreter, "-m", "venv", dest], timeout=600)
         if proc.returncode != 0:
             raise HarnessUnavailable(f"{interpreter} -m venv failed: {proc.stderr.strip()[-200:]}")
-        proc = _run([python, "-m", "pip", "install", "--quiet", "--no-index", "--find-links",
-                     wheelhouse, setuptools_requirement()], timeout=600)
+        proc = _run([python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                     "--find-links", wheelhouse, *(pinned(n) for n in BUILD_REQUIREMENTS)],
+                    timeout=600)
         if proc.returncode != 0:
-            raise HarnessUnavailable(f"installing setuptools into {dest} failed: "
+            raise HarnessUnavailable(f"installing the build requirements into {dest} failed: "
                                      f"{proc.stderr.strip()[-200:]}")
     return python
 
@@ -162,12 +179,20 @@ def base_environ(launcher: Path, core_units: int, core_weight: int, jobs: int = 
     return env
 
 
-class RecordingFrontend(SetupPyFrontend):
-    """setup.py front end that notes where each build/install starts in the compile log."""
+class RecordingFrontend:
+    """Wraps the front end the source tree picks; notes where each build/install starts in
+    the compile log."""
 
-    def __init__(self, log_file: Path) -> None:
+    def __init__(self, log_file: Path, inner: Frontend | None = None) -> None:
         self.log_file = log_file
+        self.inner = inner or SetupPyFrontend()
         self.marks: list[tuple[str, int]] = []
+
+    def build_dir(self, ctx: BuildContext) -> Path:
+        return self.inner.build_dir(ctx)
+
+    def layout_dir(self, ctx: BuildContext, target) -> Path:
+        return layout_dir(self.inner, ctx, target)
 
     def _mark(self, label: str) -> None:
         lines = self.log_file.read_text().splitlines() if self.log_file.exists() else []
@@ -175,11 +200,11 @@ class RecordingFrontend(SetupPyFrontend):
 
     def build(self, ctx: BuildContext) -> None:
         self._mark(f"build:{ctx.python}")
-        super().build(ctx)
+        self.inner.build(ctx)
 
     def install(self, ctx: BuildContext) -> None:
         self._mark(f"install:{ctx.python}")
-        super().install(ctx)
+        self.inner.install(ctx)
 
 
 @dataclass
@@ -212,9 +237,18 @@ def version_key(version: str) -> tuple[int, ...]:
     return (*(int(x) for x in version.removesuffix("t").split(".")), version.endswith("t"))
 
 
-def copy_project(dest: Path) -> Path:
+def copy_project(dest: Path, frontend: str = "setup.py") -> Path:
+    """A copy of the test project in the shape of `frontend` (one of FRONTENDS)."""
+    if frontend not in FRONTENDS:
+        raise ValueError(f"frontend {frontend!r} is not one of {FRONTENDS}")
     shutil.copytree(PROJECT_DIR, dest, ignore=shutil.ignore_patterns(
-        "build", "__pycache__", "*.egg-info", "megabuild-stage"))
+        "build", "__pycache__", "*.egg-info", "megabuild-stage", "megabuild-build"))
+    scikit_build = dest / SCIKIT_BUILD_PYPROJECT
+    if frontend == "scikit-build-core":
+        scikit_build.replace(dest / "pyproject.toml")
+        (dest / "setup.py").unlink()
+    else:
+        scikit_build.unlink()
     return dest
 
 
@@ -226,9 +260,10 @@ def backend_variant(backend: str) -> dict[str, str]:
             "rocm_version": "7.2" if backend == "rocm" else "None"}
 
 
-def project_source(work: Path, backend: str, torch_wheel: Path | None) -> Path:
+def project_source(work: Path, backend: str, torch_wheel: Path | None,
+                   frontend: str = "setup.py") -> Path:
     """A fresh copy of the project; for ROCm with PyTorch's real hipify in it."""
-    src = copy_project(work / "src")
+    src = copy_project(work / "src", frontend)
     if backend == "rocm":
         check_rocm_tools()
         if torch_wheel is None:
@@ -241,9 +276,11 @@ def run_megabuild(venvs: dict[str, Path], work: Path, *, gpu: bool = False,
                   backend: str | None = None, torch_wheel: Path | None = None,
                   core_units: int = 4, core_weight: int = 8,
                   split_version: str | None = None, blas: str = "generic",
-                  extra_env: dict[str, str] | None = None, record: bool = True) -> MegabuildRun:
+                  extra_env: dict[str, str] | None = None, record: bool = True,
+                  frontend: str = "setup.py") -> MegabuildRun:
     """split + libtorch (+ cuda-linalg) + one pytorch step per Python, all for real.
-    `backend` ("cpu", "cuda", "rocm") wins over `gpu` (True: "cuda").
+    `backend` ("cpu", "cuda", "rocm") wins over `gpu` (True: "cuda"); `frontend` picks the
+    project's shape (FRONTENDS), and the driver picks its front end from that tree.
 
     `extra_env` is added to the driver's base environment; with `record=False` no recording
     launcher is set, so the driver chooses the launcher (the compile cache's ccache)."""
@@ -253,7 +290,7 @@ def run_megabuild(venvs: dict[str, Path], work: Path, *, gpu: bool = False,
     log_file = work / "compiles.log"
     log_file.write_text("")
     launcher = write_launcher(work / "compile-launcher.sh", log_file)
-    src = project_source(work, backend, torch_wheel)
+    src = project_source(work, backend, torch_wheel, frontend)
     split_version = split_version or ("3.12" if "3.12" in venvs else sorted(venvs)[-1])
     variant = {**backend_variant(backend), "blas_impl": blas,
                "target_platform": "linux-64", "megabuild": "true", "use_magma": "true",
@@ -268,11 +305,11 @@ def run_megabuild(venvs: dict[str, Path], work: Path, *, gpu: bool = False,
     run = MegabuildRun(src=src, stage=src / "megabuild-stage", venvs=venvs,
                        split_version=split_version, prefixes={}, compile_log=log_file,
                        variant=variant, base=base)
-    frontend = RecordingFrontend(log_file)
+    recorder = RecordingFrontend(log_file, select_frontend({}, src))
 
     def timed(label: str, ctx: BuildContext) -> None:
         start = time.monotonic()
-        run_step(ctx, frontend)
+        run_step(ctx, recorder)
         run.seconds[label] = time.monotonic() - start
 
     timed("split", run.context(split_version, "libtorch-split"))
@@ -289,12 +326,12 @@ def run_megabuild(venvs: dict[str, Path], work: Path, *, gpu: bool = False,
         timed(f"pytorch:{version}", run.context(version, "pytorch"))
     lines = log_file.read_text().splitlines()
     labels = []
-    for label, _ in frontend.marks:
+    for label, _ in recorder.marks:
         kind, python = label.split(":", 1)
         version = next(v for v, p in venvs.items() if str(p) == python)
         labels.append("split" if kind == "build" and not labels else
                       "magma" if kind == "build" else f"pytorch:{version}")
-    bounds = [start for _, start in frontend.marks] + [len(lines)]
+    bounds = [start for _, start in recorder.marks] + [len(lines)]
     for label, start, end in zip(labels, bounds, bounds[1:]):
         run.phases[label] = [line for line in lines[start:end] if line]
     return run
@@ -302,7 +339,8 @@ def run_megabuild(venvs: dict[str, Path], work: Path, *, gpu: bool = False,
 
 def naive_build(venv_python: Path, work: Path, *, core_units: int, core_weight: int,
                 gpu: bool = False, backend: str | None = None,
-                torch_wheel: Path | None = None) -> tuple[float, list[str]]:
+                torch_wheel: Path | None = None,
+                frontend: str = "setup.py") -> tuple[float, list[str]]:
     """One independent clean build + install of the project for one Python (the old way;
     ROCm: hipify first, as every ROCm build must)."""
     backend = backend or ("cuda" if gpu else "cpu")
@@ -310,7 +348,7 @@ def naive_build(venv_python: Path, work: Path, *, core_units: int, core_weight: 
     log_file = work / "compiles.log"
     log_file.write_text("")
     launcher = write_launcher(work / "compile-launcher.sh", log_file)
-    src = project_source(work, backend, torch_wheel)
+    src = project_source(work, backend, torch_wheel, frontend)
     variant = {**backend_variant(backend), "blas_impl": "generic",
                "target_platform": "linux-64", "CPU_COUNT": "2"}
     ctx = BuildContext.create(src, work / "prefix", venv_python, variant,
@@ -319,6 +357,9 @@ def naive_build(venv_python: Path, work: Path, *, core_units: int, core_weight: 
     prepare_source(src)  # the release-tarball preparation every real build needs
     if backend == "rocm":
         run_command([venv_python, src / "tools" / "amd_build" / "build_amd.py"], ctx)
-    SetupPyFrontend().install(ctx)
+    chosen = select_frontend({}, src)
+    if isinstance(chosen, ScikitBuildCoreFrontend):
+        chosen.freeze_backend(ctx)  # a clean build has no split step to do it
+    chosen.install(ctx)
     seconds = time.monotonic() - start
     return seconds, [line for line in log_file.read_text().splitlines() if line]
