@@ -16,8 +16,19 @@ converts the CUDA sources, the real hipcc compiles the kernel for gfx90a and gfx
 torch_hip; every naive build hipifies and compiles the kernel again. It also prints how often
 hipify and hipcc ran. Needs hipcc (Debian: hipcc libamdhip64-dev rocm-device-libs).
 
+`--frontend scikit-build-core` builds the project's PyTorch 2.14+ form (pyproject.toml with the
+scikit-build-core backend, no setup.py) with the real scikit-build-core, one install per Python
+as in conda host environments, both the megabuild and the naive builds. Its last line is
+
+    megabuild: scikit-build-core, N Pythons; wall ratio X.XX; python switch recompiles K of M objects
+
+where K is the most objects any pytorch step after the split compiled and M all objects the
+split compiled (the Python-dependent ones are torch_python's and _C's). Goal: ratio <= 0.45 and
+K equal to the Python-dependent objects.
+
     .venv/bin/python scripts/bench_megabuild.py [--pythons 4] [--units 12] [--weight 16]
     .venv/bin/python scripts/bench_megabuild.py --backend rocm --pythons 3
+    .venv/bin/python scripts/bench_megabuild.py --frontend scikit-build-core
 """
 from __future__ import annotations
 
@@ -83,6 +94,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path, help="keep builds here (default: a temp dir)")
     parser.add_argument("--backend", choices=("cpu", "cuda", "rocm"), default="cpu",
                         help="variant to build (default: cpu)")
+    parser.add_argument("--frontend", choices=harness.FRONTENDS, default="setup.py",
+                        help="the project's build: PyTorch's setup.py shape (up to 2.13, the "
+                             "default) or its scikit-build-core shape (2.14 and later)")
     parser.add_argument("--torch-wheel", type=Path,
                         help="torch 2.13.0 wheel whose hipify the ROCm build uses (default: "
                              "$TORCH_WHEEL, else pip download from the offline cache)")
@@ -114,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     except harness.HarnessUnavailable as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    builds = {"backend": args.backend, "torch_wheel": wheel}
+    builds = {"backend": args.backend, "torch_wheel": wheel, "frontend": args.frontend}
 
     rows: list[tuple[str, str, float, int, int]] = []
     progress(f"megabuild ({args.backend}): split + libtorch + one pytorch step per Python ...")
@@ -163,8 +177,18 @@ def main(argv: list[str] | None = None) -> int:
               f"(for {harness.ROCM_TEST_ARCH}); naive: {naive_hipify}x and {naive_hip}x")
     ratio = mega_seconds / naive_seconds
     label = "megabuild" if args.backend == "cpu" else f"megabuild ({args.backend})"
-    print(f"{label}: {len(venvs)} pythons, core objects compiled {core_max}x, "
-          f"wall ratio {ratio:.2f} vs naive")
+    if args.frontend == "setup.py":
+        print(f"{label}: {len(venvs)} pythons, core objects compiled {core_max}x, "
+              f"wall ratio {ratio:.2f} vs naive")
+    else:
+        real = [o for o in mega.compiled("split") if "cmTC_" not in o]  # not CMake's probes
+        python_dependent = sum(1 for o in real if harness.target_of(o) in harness.PYTHON_TARGETS)
+        switches = [[o for o in objs if "cmTC_" not in o] for phase, objs in mega.phases.items()
+                    if phase.startswith("pytorch:")]
+        most = max(len(objs) for objs in switches)
+        print(f"python-dependent objects: {python_dependent} of {len(real)}")
+        print(f"megabuild: {args.frontend}, {len(venvs)} Pythons; wall ratio {ratio:.2f}; "
+              f"python switch recompiles {most} of {len(real)} objects")
     if not args.workdir:
         shutil.rmtree(work, ignore_errors=True)
     return 0

@@ -137,7 +137,8 @@ def _stage_libtorch(layout: Path, dest: Path) -> None:
         log.info(f"staged {len(files)} libtorch files -> {dest}")
 
 
-def run_split(ctx: BuildContext, frontend: Frontend) -> None:
+def run_split(ctx: BuildContext, frontend: Frontend | None = None) -> None:
+    frontend = frontend or select_frontend(ctx.env, ctx.src_dir)
     backend = gpu_backend(ctx.variant)
     target = PythonTarget.query(ctx.python, ctx.env)
     build_dir = frontend.build_dir(ctx)
@@ -263,12 +264,14 @@ def _configure_fresh(ctx: BuildContext, frontend: Frontend, target: PythonTarget
             log.info(f"no {cache_path}; the install configures against {ctx.python}")
 
 
-def build_pytorch(ctx: BuildContext, frontend: Frontend) -> None:
+def build_pytorch(ctx: BuildContext, frontend: Frontend | None = None) -> None:
     retarget = megabuild_enabled(ctx)
     pristine = pristine_cache_path(ctx)
     if retarget and not pristine.is_file():
         raise MegabuildError(f"no pristine cache at {pristine}; run the libtorch-split step "
                              "(the top-level build) first")
+    # picked after the preconditions: "run the split first" is the more useful first error
+    frontend = frontend or select_frontend(ctx.env, ctx.src_dir)
     target = PythonTarget.query(ctx.python, ctx.env)
     if retarget:
         _retarget_split_cache(ctx, frontend, target)
@@ -307,7 +310,6 @@ CONFIGURING_STEPS = ("libtorch-split", "pytorch")
 
 def run_step(ctx: BuildContext, frontend: Frontend | None = None) -> None:
     """Run the step for ctx.variant["PKG_NAME"]."""
-    frontend = frontend or select_frontend(ctx.env, ctx.src_dir)
     name = ctx.variant.get("PKG_NAME", "")
     with log.step(f"{name or '?'} (megabuild driver)"), \
             compile_cache.step_statistics(ctx.env, name or "?"):

@@ -112,3 +112,33 @@ def test_pytorch_tests_gil_check_on_the_real_313t(ft_build, python313t: Path, tm
     subprocess.run(["gcc", "-shared", "-fPIC", "-O0", f"-I{include}", str(undeclared / "torch.c"),
                     "-o", str(undeclared / f"torch{suffix}")], check=True)
     assert gil_enabled_after_import(str(python313t), undeclared) is True
+
+
+# -- the same on PyTorch's 2.14+ build (scikit-build-core) ------------------------------------------
+@pytest.fixture(scope="module")
+def ft_skb_build(python313t: Path, cpythons: dict[str, Path], tmp_path_factory: pytest.TempPathFactory):
+    gil = "3.13" if "3.13" in cpythons else sorted(cpythons, key=harness.version_key)[-1]
+    try:
+        harness.check_tools()
+        venvs = harness.make_venvs({gil: cpythons[gil], FT: python313t},
+                                   tmp_path_factory.mktemp("ft-skb-venvs"))
+    except harness.HarnessUnavailable as exc:
+        pytest.skip(str(exc))
+    return harness.run_megabuild(venvs, tmp_path_factory.mktemp("ft-skb-megabuild"),
+                                 split_version=gil, frontend="scikit-build-core")
+
+
+def test_scikit_build_core_keeps_the_build_across_the_free_threaded_abi(ft_skb_build, tmp_path: Path) -> None:
+    core = Counter(o for o in ft_skb_build.compiled() if harness.target_of(o) in harness.CORE_TARGETS)
+    assert core and set(core.values()) == {1}, {o: n for o, n in core.items() if n != 1}
+    # scikit-build-core reconfigures on every build; 3.13t recompiles the Python part only
+    ft_targets = {harness.target_of(o) for o in ft_skb_build.phases[f"pytorch:{FT}"] if "cmTC_" not in o}
+    assert ft_targets == set(harness.PYTHON_TARGETS)
+    target = PythonTarget.query(ft_skb_build.venvs[FT])
+    (extension,) = (Path(target.platlib) / "torch").glob("_C*.so")
+    assert extension.name == f"_C{target.ext_suffix}" and "313t" in extension.name
+    proc = subprocess.run([str(ft_skb_build.venvs[FT]), "-W", "error", "-c",
+                           "import sys, torch; print(torch.compiled_for(), sys._is_gil_enabled())"],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == [target.version, "False"]
