@@ -32,17 +32,24 @@ def python313t(tmp_path_factory: pytest.TempPathFactory) -> Path:
         pytest.skip(str(exc))
 
 
-@pytest.fixture(scope="module")
-def ft_build(python313t: Path, cpythons: dict[str, Path], tmp_path_factory: pytest.TempPathFactory):
+def free_threaded_megabuild(python313t: Path, cpythons: dict[str, Path],
+                            tmp_path_factory: pytest.TempPathFactory, frontend: str):
     # the GIL build of the same minor version where there is one: the mix-up the guard must catch
     gil = "3.13" if "3.13" in cpythons else sorted(cpythons, key=harness.version_key)[-1]
+    name = frontend.replace(".", "-")
     try:
         harness.check_tools()
         venvs = harness.make_venvs({gil: cpythons[gil], FT: python313t},
-                                   tmp_path_factory.mktemp("ft-venvs"))
+                                   tmp_path_factory.mktemp(f"ft-venvs-{name}"))
     except harness.HarnessUnavailable as exc:
         pytest.skip(str(exc))
-    return harness.run_megabuild(venvs, tmp_path_factory.mktemp("ft-megabuild"), split_version=gil)
+    return harness.run_megabuild(venvs, tmp_path_factory.mktemp(f"ft-megabuild-{name}"),
+                                 split_version=gil, frontend=frontend)
+
+
+@pytest.fixture(scope="module")
+def ft_build(python313t: Path, cpythons: dict[str, Path], tmp_path_factory: pytest.TempPathFactory):
+    return free_threaded_megabuild(python313t, cpythons, tmp_path_factory, "setup.py")
 
 
 def test_the_interpreter_is_free_threaded(python313t: Path) -> None:
@@ -117,15 +124,7 @@ def test_pytorch_tests_gil_check_on_the_real_313t(ft_build, python313t: Path, tm
 # -- the same on PyTorch's 2.14+ build (scikit-build-core) ------------------------------------------
 @pytest.fixture(scope="module")
 def ft_skb_build(python313t: Path, cpythons: dict[str, Path], tmp_path_factory: pytest.TempPathFactory):
-    gil = "3.13" if "3.13" in cpythons else sorted(cpythons, key=harness.version_key)[-1]
-    try:
-        harness.check_tools()
-        venvs = harness.make_venvs({gil: cpythons[gil], FT: python313t},
-                                   tmp_path_factory.mktemp("ft-skb-venvs"))
-    except harness.HarnessUnavailable as exc:
-        pytest.skip(str(exc))
-    return harness.run_megabuild(venvs, tmp_path_factory.mktemp("ft-skb-megabuild"),
-                                 split_version=gil, frontend="scikit-build-core")
+    return free_threaded_megabuild(python313t, cpythons, tmp_path_factory, "scikit-build-core")
 
 
 def test_scikit_build_core_keeps_the_build_across_the_free_threaded_abi(ft_skb_build, tmp_path: Path) -> None:

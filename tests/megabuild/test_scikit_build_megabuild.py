@@ -261,6 +261,15 @@ def test_cmake_variables_reach_cmake_through_the_channels_it_reads(tmp_path: Pat
     assert env["USE_CUDA"] == "0"
 
 
+def test_job_pools_and_the_compile_launcher_reached_the_real_cache(skb_build) -> None:
+    cache = CMakeCache.read(skb_build.src / BUILD_DIR_NAME / "CMakeCache.txt")
+    assert cache.get("CMAKE_JOB_POOLS").startswith("feedstock_heavy=")
+    assert Path(cache.get("CMAKE_PROJECT_INCLUDE")).is_file()
+    # the compile cache's channel: CMake took the launcher from the environment
+    assert cache.get("CMAKE_CXX_COMPILER_LAUNCHER") == skb_build.base["CMAKE_CXX_COMPILER_LAUNCHER"]
+    assert cache.get("MEGATEST_CORE_UNITS") == skb_build.base["MEGATEST_CORE_UNITS"]
+
+
 def test_boolean_spellings_are_one_setting() -> None:
     assert same_setting("ON", "1") and same_setting("off", "0") and same_setting("x", "x")
     assert not same_setting("ON", "0") and not same_setting("8.0", "9.0")
