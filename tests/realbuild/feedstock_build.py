@@ -61,16 +61,15 @@ def copy_recipe(dest: Path, source: Path, recipe_dir: Path = RECIPE_DIR) -> Path
     return recipe
 
 
-PROJECT_DIR = REPO_ROOT / "tests" / "support" / "megabuild_project"
+def prepare_project_source(dest: Path, frontend: str = "setup.py") -> Path:
+    """A copy of tests/support/megabuild_project in `frontend`'s shape (setup.py, or PyTorch
+    2.14+'s scikit-build-core form) with the LICENSE and NOTICE files the recipe's license_file
+    asks for (the PyTorch tarball has both)."""
+    from tests.support.megabuild_harness import copy_project
 
-
-def prepare_project_source(dest: Path) -> Path:
-    """A copy of tests/support/megabuild_project with the LICENSE and NOTICE files the recipe's
-    license_file asks for (the PyTorch tarball has both)."""
     if dest.exists():
         shutil.rmtree(dest)
-    shutil.copytree(PROJECT_DIR, dest, ignore=shutil.ignore_patterns(
-        "build", "__pycache__", "*.egg-info", "megabuild-stage"))
+    copy_project(dest, frontend)
     (dest / "LICENSE").write_text("BSD-3-Clause: the feedstock's PyTorch-shaped test project "
                                   "(tests/support/megabuild_project), not PyTorch itself.\n")
     (dest / "NOTICE").write_text("Test project of pytorch-feedstock; contains no PyTorch code.\n")

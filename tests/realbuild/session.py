@@ -53,7 +53,9 @@ def prepare_job(work: Path, job: str, pythons: dict[str, Path], versions: dict[s
     """Variant file, recipe copy and toolchain channel for `job` (a .ci_support file's stem),
     built for the given Pythons ({"3.12": interpreter}); `versions` from machine_ready()."""
     variant = machine_variant(job, tuple(pythons), versions, work / "variants" / f"{job}.yaml")
-    recipe = copy_recipe(work / "recipe", prepare_project_source(work / "source"))
+    # the recipe is 2.14+, so its source is the test project's scikit-build-core form: the
+    # driver keeps one build folder across rattler-build's per-output host environments
+    recipe = copy_recipe(work / "recipe", prepare_project_source(work / "source", "scikit-build-core"))
     toolchain = build_toolchain_channel(work / "toolchain", pythons, recipe, [variant])
     return PreparedJob(work=work, recipe=recipe, variant=variant, toolchain=toolchain)
 
