@@ -8,9 +8,8 @@ from ..ci.rerender import ci_drift
 from ..ci.workflow import WORKFLOW_PATH, expected_workflow, workflow_state
 from ..errors import FeedstockError
 from ..layout import Feedstock, load_feedstock
-from ..platforms import known_selector_names
 from ..render.outputs import render_job
-from ..render.selectors import check_selector, selector_names, split_selectors
+from ..render.selector_check import all_variant_keys as _all_keys, check_selectors
 from ..render.variant_config import parse_config_file
 from ..render.variants import PlatformMatrix, analyse_platform
 from .build_consistency import check_reported_version, check_system_library_hosts
@@ -25,27 +24,6 @@ def _rel(feedstock: Feedstock, path: Path) -> str:
         return str(path.relative_to(feedstock.root))
     except ValueError:
         return str(path)
-
-
-def check_selectors(feedstock: Feedstock, variant_keys: set[str]) -> list[str]:
-    """Every selector parses, and names only platform names, variant keys or environ/os."""
-    findings = []
-    known = known_selector_names() | variant_keys
-    files = [feedstock.meta_yaml, *feedstock.variant_config_files()]
-    for path in files:
-        for line in split_selectors(path.read_text()):
-            if line.selector is None:
-                continue
-            where = f"{_rel(feedstock, path)}:{line.lineno}"
-            problem = check_selector(line.selector)
-            if problem:
-                findings.append(f"{where}: selector [{line.selector}] does not parse ({problem})")
-                continue
-            unknown = sorted(selector_names(line.selector) - known)
-            if unknown:
-                findings.append(f"{where}: selector [{line.selector}] uses unknown name(s) {', '.join(unknown)} "
-                                "(always False); use a platform name or a variant key")
-    return findings
 
 
 def check_zip_keys(feedstock: Feedstock) -> list[str]:
@@ -178,11 +156,3 @@ def check_workflow(feedstock: Feedstock, jobs: list[CiJob]) -> list[str]:
     return [f"{WORKFLOW_PATH}: {state}; run: python -m feedstock rerender"] if state else []
 
 
-def _all_keys(feedstock: Feedstock) -> set[str]:
-    """Variant keys named anywhere in the config files (for selector checks when analysis failed)."""
-    import re
-
-    keys: set[str] = set()
-    for path in feedstock.variant_config_files():
-        keys |= set(re.findall(r"^([A-Za-z_][A-Za-z0-9_]*):", path.read_text(), re.M))
-    return keys

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..layout import Feedstock, load_feedstock
+from ..render.selector_check import refuse_bad_selectors
 from ..render.variants import analyse_platform
 from .jobs import CiJob, platform_jobs
 from .support import Drift, compare, expected_files, write_atomically
@@ -38,6 +39,7 @@ def ci_drift(feedstock: Feedstock, jobs: list[CiJob]) -> Drift:
 def check(root: Path) -> Drift:
     """What would change (.ci_support/ and the workflow); writes nothing."""
     feedstock = load_feedstock(root)
+    refuse_bad_selectors(feedstock, "rerender --check")
     jobs = compute_jobs(feedstock)
     drift = ci_drift(feedstock, jobs)
     state = workflow_state(feedstock, expected_workflow(feedstock, jobs))
@@ -49,6 +51,7 @@ def check(root: Path) -> Drift:
 def rerender(root: Path) -> tuple[list[CiJob], Drift]:
     """Compute everything first (any error leaves .ci_support untouched), then write atomically."""
     feedstock = load_feedstock(root)
+    refuse_bad_selectors(feedstock, "rerender")
     jobs = compute_jobs(feedstock)
     workflow = expected_workflow(feedstock, jobs)
     expected = expected_files(jobs)

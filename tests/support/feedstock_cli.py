@@ -22,4 +22,4 @@ def run_feedstock_cli(*args: str, root: Path = REPO_ROOT, env: dict | None = Non
 
 def snapshot(folder: Path) -> dict[str, bytes]:
     """Every file directly in ``folder``, name -> bytes (to assert a command wrote nothing)."""
-    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}

@@ -220,3 +220,18 @@ def test_a_variant_the_driver_refuses_is_a_finding_not_a_traceback(feedstock_cop
     proc = lint(feedstock_copy)
     assert proc.returncode == 1
     assert finding in proc.stdout.splitlines(), proc.stdout
+
+
+def test_selector_spacing_conda_smithy_lints(feedstock_copy):
+    """Our lint is a superset of conda-smithy's for what both check: it flags a meta.yaml
+    selector comment with one space before `#` (and none after it), as conda-smithy does."""
+    meta = feedstock_copy / "recipe" / "meta.yaml"
+    text = meta.read_text()
+    assert "- make                                       # [linux]" in text
+    meta.write_text(text.replace("- make                                       # [linux]",
+                                 "- make #[linux]", 1))
+    proc = lint(feedstock_copy)
+    assert proc.returncode == 1
+    line = next(i for i, t in enumerate(meta.read_text().splitlines(), 1) if "- make #[linux]" in t)
+    assert (f"recipe/meta.yaml:{line}: selector [linux] should read `value  # [expr]`: two spaces "
+            "before # and one after it (conda-smithy's lint)") in proc.stdout

@@ -199,3 +199,21 @@ def test_unwritable_ci_support_is_one_line_and_keeps_the_users_file(feedstock_co
     assert len(lines) == 1 and lines[0].startswith("error: cannot write") and "Traceback" not in proc.stderr
     assert ci.read_text() == "a file where the folder should be\n"
     assert not list(feedstock_copy.glob(".ci_support.tmp-*"))
+
+
+def test_an_unknown_selector_is_refused_before_anything_is_written(feedstock_copy):
+    """Issue 25: `# [x86_65]` read as False and rerender deleted every MKL job with exit 0."""
+    cbc = feedstock_copy / "recipe" / "conda_build_config.yaml"
+    text = cbc.read_text()
+    assert "  - mkl                         # [x86_64]\n" in text
+    cbc.write_text(text.replace("  - mkl                         # [x86_64]\n",
+                                "  - mkl                         # [x86_65]\n", 1))
+    before = snapshot(feedstock_copy / ".ci_support"), snapshot(feedstock_copy / "recipe")
+    for args in (("rerender",), ("rerender", "--check")):
+        proc = run_feedstock_cli(*args, root=feedstock_copy)
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+        assert len(errors) == 1 and "Traceback" not in proc.stderr, proc.stderr
+        assert "selector [x86_65] uses unknown name(s) x86_65 (did you mean x86_64" in errors[0]
+        assert "wrote nothing" in errors[0]
+        assert (snapshot(feedstock_copy / ".ci_support"), snapshot(feedstock_copy / "recipe")) == before
