@@ -20,6 +20,18 @@ PINNING_CANDIDATES = ("pinning.yaml", "conda_build_config.yaml", ".ci_support/pi
 # os names are its aliases for all platforms of that os, which we do not expand
 PLATFORM_NAMES = tuple(subdir.replace("-", "_") for subdir in KNOWN_SUBDIRS)
 PROVIDER_ALIASES = ("linux", "osx", "win")
+# conda-forge.yml's top-level keys: those conda-smithy's schema (ConfigModel, which allows no
+# others) knows. A misspelt one would be ignored and quietly change the workflow.
+FORGE_CONFIG_KEYS = (
+    "appveyor", "azure", "bot", "build_platform", "build_with_mambabuild", "channel_priority",
+    "choco", "circle", "clone_depth", "compiler_stack", "conda_build", "conda_build_tool",
+    "conda_forge_output_validation", "conda_install_tool", "conda_solver", "config_version",
+    "docker", "drone", "exclusive_config_file", "github", "github_actions",
+    "idle_timeout_minutes", "linter", "matrix", "max_py_ver", "max_r_ver", "min_py_ver",
+    "min_r_ver", "noarch_platforms", "os_version", "package", "private_upload", "provider",
+    "recipe_dir", "remote_ci_setup", "secrets", "shellcheck", "skip_render", "templates", "test",
+    "test_on_native_only", "travis", "upload_on_branch", "woodpecker", "workflow_settings",
+)
 # provider values conda-smithy's schema accepts (its CIservices and DeprecatedCIservices enums,
 # conda_smithy/schema.py), besides false/null, a boolean, or a list of these
 CI_SERVICES = ("azure", "github_actions", "default", "emulated", "native", "None")
@@ -134,6 +146,10 @@ def load_feedstock(root: Path) -> Feedstock:
             raise FeedstockError(f"conda-forge.yml is not valid YAML ({getattr(err, 'problem', err)}); fix it")
     if not isinstance(config, dict):
         raise FeedstockError("conda-forge.yml must be a mapping of settings (e.g. provider: {linux_64: ...}); fix it")
+    for key in config:
+        if str(key) not in FORGE_CONFIG_KEYS:
+            raise FeedstockError(f"conda-forge.yml: unknown top-level key '{key}' (conda-smithy's "
+                                 f"schema allows no others); {did_you_mean(str(key), FORGE_CONFIG_KEYS)}")
     for section in ("provider", "build_platform"):
         if not isinstance(config.get(section) or {}, dict):
             raise FeedstockError(f"conda-forge.yml: {section} must be a mapping of platform names; fix it")

@@ -217,3 +217,16 @@ def test_an_unknown_selector_is_refused_before_anything_is_written(feedstock_cop
         assert "selector [x86_65] uses unknown name(s) x86_65 (did you mean x86_64" in errors[0]
         assert "wrote nothing" in errors[0]
         assert (snapshot(feedstock_copy / ".ci_support"), snapshot(feedstock_copy / "recipe")) == before
+
+
+def test_a_misspelt_top_level_key_in_conda_forge_yml_is_refused(feedstock_copy):
+    """Issue 25: `github_action:` was ignored and the workflow timeout fell from 1440 to 360."""
+    forge = feedstock_copy / "conda-forge.yml"
+    forge.write_text(forge.read_text().replace("github_actions:", "github_action:", 1))
+    before = snapshot(feedstock_copy / ".ci_support"), snapshot(feedstock_copy / ".github" / "workflows")
+    proc = run_feedstock_cli("rerender", root=feedstock_copy)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        "error: conda-forge.yml: unknown top-level key 'github_action' (conda-smithy's schema allows "
+        "no others); did you mean github_actions?"]
+    assert (snapshot(feedstock_copy / ".ci_support"), snapshot(feedstock_copy / ".github" / "workflows")) == before
