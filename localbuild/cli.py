@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from . import engine as engines
+from .gpu_archs import check_arch_options_apply
 from . import rattler
 from .channels import parse_channels
 from .configs import CiConfig, config_names, load_config
@@ -259,9 +260,14 @@ def _main(root: Path, args: argparse.Namespace, command_line: str) -> int:
                                                 sys.stdin, sys.stdout))
     if args.debug and len(chosen) != 1:
         raise LocalBuildError(f"--debug works on one config; {len(chosen)} selected", EXIT_USAGE)
+    if args.native and args.engine:
+        raise LocalBuildError(f"--engine {args.engine} and --native exclude each other: --native "
+                              "builds on this machine without a container engine; drop one",
+                              EXIT_USAGE)
     overrides = parse_overrides(args.python, args.cuda_arch, args.rocm_arch, args.jobs,
                                 args.ccache, args.dev_tag, args.compile_cache,
                                 args.compile_cache_read_only, args.heavy_jobs)
+    check_arch_options_apply({config(name).gpu[0] for name in chosen}, args.cuda_arch, args.rocm_arch)
     options = Options(
         feedstock_root=root, engine=engines.resolve_engine(args.engine, environ),
         # HPC nodes have no Docker: a Slurm task builds natively unless an engine is named

@@ -24,7 +24,8 @@ def _build_env(feedstock_root: Path) -> ModuleType:
 
 def gpu_arch_list(config: CiConfig, feedstock_root: Path, override: str | None) -> str | None:
     """`TORCH_CUDA_ARCH_LIST` / `PYTORCH_ROCM_ARCH` of the build; None for CPU configs.
-    A --cuda-arch that the config's CUDA cannot build is a LocalBuildError (one line)."""
+    A --cuda-arch that the config's CUDA cannot build, or a --rocm-arch target its ROCm does not
+    support, is a LocalBuildError (one line)."""
     backend, version = config.gpu
     if backend == "cpu" or not version:
         return None
@@ -34,8 +35,14 @@ def gpu_arch_list(config: CiConfig, feedstock_root: Path, override: str | None) 
         return override
     error = importlib.import_module("megabuild.errors").MegabuildError
     if backend == "rocm":
+        if override:  # checked here as --cuda-arch is, not first inside the container
+            try:
+                return importlib.import_module("megabuild.rocm").validate_arch_list(
+                    override, version, "--rocm-arch")
+            except error as exc:
+                raise LocalBuildError(f"{config.name}: {exc}", EXIT_USAGE) from None
         try:
-            return override or build_env.rocm_arch_list(version)
+            return build_env.rocm_arch_list(version)
         except error:
             return None  # a version the tables lack: the driver names the fix
     if override:
@@ -49,3 +56,14 @@ def gpu_arch_list(config: CiConfig, feedstock_root: Path, override: str | None) 
                                         config.first("arm_variant_type") or "sbsa")
     except error:
         return None
+
+
+def check_arch_options_apply(backends: set[str], cuda_arch: str | None, rocm_arch: str | None) -> None:
+    """--cuda-arch / --rocm-arch where no selected config has that backend would be ignored
+    without a word: refused instead (the user meant another config)."""
+    for flag, value, backend in (("--cuda-arch", cuda_arch, "cuda"), ("--rocm-arch", rocm_arch, "rocm")):
+        if value and backend not in backends:
+            raise LocalBuildError(f"{flag} applies to {backend.upper() if backend == 'cuda' else 'ROCm'} "
+                                  f"configs, and none is selected (their backends: "
+                                  f"{', '.join(sorted(backends))}); drop {flag} or select a "
+                                  f"{backend} config", EXIT_USAGE)

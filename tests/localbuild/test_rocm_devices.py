@@ -101,3 +101,34 @@ def test_dry_run_shows_the_devices(fs) -> None:
     assert "--device /dev/kfd --device /dev/dri" in proc.stdout
     assert "FEEDSTOCK_ROCM_ARCH=gfx90a" in proc.stdout
     assert fs.runs() == []
+
+
+def _one_error(proc) -> str:
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    return errors[0]
+
+
+def test_a_rocm_arch_the_release_lacks_is_refused_before_anything_runs(fs) -> None:
+    """Issue 25: --rocm-arch gfx9999 was accepted and failed only inside the container."""
+    proc = fs.run(ROCM, "--rocm-arch", "gfx9999", "--min-free-gb", "0")
+    assert proc.returncode == 2
+    assert "unknown gfx target 'gfx9999' in --rocm-arch: not supported by ROCm 7.2" in _one_error(proc)
+    assert fs.runs() == []
+
+
+@pytest.mark.parametrize("config, args, words", [
+    (CUDA, ["--rocm-arch", "gfx90a"], "--rocm-arch applies to ROCm configs, and none is selected"),
+    (ROCM, ["--cuda-arch", "9.0"], "--cuda-arch applies to CUDA configs, and none is selected"),
+    (ROCM, ["--native", "--engine", "podman"], "--engine podman and --native exclude each other"),
+])
+def test_options_that_would_be_ignored_are_refused(fs, config, args, words) -> None:
+    proc = fs.run(config, *args, "--min-free-gb", "0")
+    assert proc.returncode == 2
+    assert words in _one_error(proc)
+    assert fs.runs() == []
+
+
+def test_an_arch_option_applies_when_one_selected_config_has_the_backend(fs) -> None:
+    proc = fs.run(ROCM, CUDA, "--rocm-arch", "gfx90a", "--dry-run")
+    assert proc.returncode == 0, proc.stderr
