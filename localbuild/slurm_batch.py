@@ -48,7 +48,8 @@ def task_arguments(args: argparse.Namespace, options: Options) -> list[str]:
         out += ["--python", python]
     pairs = (("--tool", options.tool), ("--cuda-arch", overrides.cuda_arch),
              ("--rocm-arch", overrides.rocm_arch), ("--dev-tag", overrides.dev_tag),
-             ("--jobs", overrides.jobs), ("--compile-cache", overrides.compile_cache),
+             ("--jobs", overrides.jobs), ("--heavy-jobs", overrides.heavy_jobs),
+             ("--compile-cache", overrides.compile_cache),
              ("--min-free-gb", args.min_free_gb))
     for flag, value in pairs:
         if value is not None:

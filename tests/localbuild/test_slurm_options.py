@@ -253,3 +253,29 @@ def test_build_steps_index_only_indexes_even_without_the_config_file(fs, tmp_pat
     assert proc.returncode == 0, proc.stderr
     assert commands == ["index --help", "index"]
     assert not fs.marker(CPU_GENERIC).exists()
+
+
+# every developer override, by DevOverrides field, and the flag that sets it
+OVERRIDE_FLAGS = {"pythons": ["--python", "3.12"], "cuda_arch": ["--cuda-arch", "9.0"],
+                  "rocm_arch": ["--rocm-arch", "gfx90a"], "jobs": ["--jobs", "8"],
+                  "heavy_jobs": ["--heavy-jobs", "2"], "compile_cache": ["--compile-cache", "/tmp/ccache-dir"],
+                  "compile_cache_read_only": ["--compile-cache-read-only"], "dev_tag": ["--dev-tag", "mine"]}
+
+
+def test_every_build_option_reaches_the_slurm_task(tmp_path):
+    """Issue 25: the task's flags were rebuilt by hand and --heavy-jobs was dropped. Every
+    DevOverrides field must reach the task's command line (a new field fails here until it does)."""
+    import dataclasses
+
+    from localbuild.overrides import DevOverrides
+
+    assert sorted(f.name for f in dataclasses.fields(DevOverrides)) == sorted(OVERRIDE_FLAGS)
+    rocm, cuda = "linux_64_blas_implgenericrocm_version7.2", "linux_64_blas_implmklcuda_compiler_version13.0"
+    fs = make_feedstock(tmp_path, configs={rocm: dict(rocm="7.2", blas="generic"), cuda: dict(cuda="13.0")})
+    given = [word for words in OVERRIDE_FLAGS.values() for word in words]
+    proc = fs.run(rocm, cuda, "--scheduler", "slurm", "--python", "3.13", *given, "--dry-run")
+    assert proc.returncode == 0, proc.stderr
+    task_line = next(line for line in proc.stdout.splitlines() if line.startswith("exec "))
+    for field, words in OVERRIDE_FLAGS.items():
+        assert " ".join(words) in task_line, (field, task_line)
+    assert "--python 3.13" in task_line  # a repeated option keeps every value
