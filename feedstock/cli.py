@@ -204,3 +204,6 @@ def main(argv: list[str] | None = None) -> int:
     except FeedstockError as err:
         print(f"error: {err}", file=sys.stderr)
         return err.exit_code
+    except KeyboardInterrupt:  # Ctrl-C: one line and the shell's convention, not a traceback
+        print(f"error: python -m feedstock {args.command} interrupted", file=sys.stderr)
+        return 130

@@ -8,6 +8,7 @@ from typing import Iterable
 import yaml
 
 from .errors import FeedstockError
+from .text_input import read_text
 from .platforms import KNOWN_SUBDIRS, Platform
 from .suggest import close_names
 
@@ -141,7 +142,7 @@ def load_feedstock(root: Path) -> Feedstock:
     config: dict = {}
     if forge_yml.is_file():
         try:
-            config = yaml.safe_load(forge_yml.read_text()) or {}
+            config = yaml.safe_load(read_text(forge_yml, "conda-forge.yml")) or {}
         except yaml.YAMLError as err:
             raise FeedstockError(f"conda-forge.yml is not valid YAML ({getattr(err, 'problem', err)}); fix it")
     if not isinstance(config, dict):

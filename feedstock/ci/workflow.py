@@ -36,6 +36,7 @@ from typing import Any
 import yaml
 
 from ..errors import FeedstockError
+from ..text_input import read_text
 from ..layout import PLATFORM_NAMES, Feedstock, did_you_mean
 from .jobs import CiJob
 
@@ -124,7 +125,7 @@ def _runners(feedstock: Feedstock) -> dict:
     if not path.is_file():
         return {}
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.safe_load(read_text(path, path.name))
     except yaml.YAMLError as err:
         raise FeedstockError(f"{RUNNERS_FILE} is not valid YAML ({getattr(err, 'problem', err)}); fix it")
     data = _mapping(data, RUNNERS_FILE)

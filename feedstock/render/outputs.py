@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from ..errors import FeedstockError
+from ..text_input import read_text
 from ..layout import Feedstock, load_feedstock
 from ..platforms import Platform
 from ..suggest import close_names
@@ -127,7 +128,7 @@ def ci_config_path(feedstock: Feedstock, config_name: str) -> Path:
 
 def load_ci_config(path: Path) -> dict[str, Any]:
     try:
-        data = yaml.load(path.read_text(), Loader=_Loader) or {}
+        data = yaml.load(read_text(path), Loader=_Loader) or {}
     except yaml.YAMLError as err:
         raise FeedstockError(f"{path.name} is not valid YAML ({getattr(err, 'problem', err)}); "
                              "run: python -m feedstock rerender")

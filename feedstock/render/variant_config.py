@@ -13,6 +13,7 @@ from typing import Any, Mapping
 import yaml
 
 from ..errors import FeedstockError
+from ..text_input import read_text
 from ..platforms import DEFAULT_COMPILERS, Platform, selector_namespace
 from .selectors import select_lines
 
@@ -105,7 +106,7 @@ def parse_config_file(path: Path, platform: Platform, root: Path | None = None,
     """One variant config file with its selectors applied for ``platform``."""
     label = _label(path, root)
     try:
-        text = path.read_text()
+        text = read_text(path, label)
     except OSError as err:
         raise FeedstockError(f"cannot read variant config {label}: {err.strerror}; check the path")
     linenos: list[int] = []

@@ -230,3 +230,32 @@ def test_a_misspelt_top_level_key_in_conda_forge_yml_is_refused(feedstock_copy):
         "error: conda-forge.yml: unknown top-level key 'github_action' (conda-smithy's schema allows "
         "no others); did you mean github_actions?"]
     assert (snapshot(feedstock_copy / ".ci_support"), snapshot(feedstock_copy / ".github" / "workflows")) == before
+
+
+def test_a_config_file_that_is_not_utf8_is_one_line(feedstock_copy):
+    """Issue 25: a Latin-1 byte in conda_build_config.yaml was a UnicodeDecodeError traceback."""
+    cbc = feedstock_copy / "recipe" / "conda_build_config.yaml"
+    cbc.write_bytes(cbc.read_bytes().replace(b"# [linux]", b"# caf\xe9 [linux]", 1))
+    before = snapshot(feedstock_copy / ".ci_support")
+    proc = run_feedstock_cli("rerender", root=feedstock_copy)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("error: recipe/conda_build_config.yaml:") and "byte 0xe9 is not UTF-8" in line
+    assert snapshot(feedstock_copy / ".ci_support") == before
+
+
+def test_ctrl_c_is_one_line_and_exit_130(feedstock_copy):
+    """Issue 25: Ctrl-C printed a 30-47 line KeyboardInterrupt traceback."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-m", "feedstock", "--feedstock-root", str(feedstock_copy), "lint"],
+                            cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(1.5)  # lint renders every job: several seconds
+    assert proc.poll() is None, "lint finished before the signal; the test needs a longer command"
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert err.strip().splitlines() == ["error: python -m feedstock lint interrupted"]
