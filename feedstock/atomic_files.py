@@ -1,9 +1,19 @@
-"""Replace several files so that either all change or none does (as far as a filesystem allows)."""
+"""Replace several files so that either all change or none does (as far as a filesystem allows).
+
+Every file is written to a temporary sibling first; only when all are written are they renamed
+into place (and obsolete ones removed), with Ctrl-C and SIGTERM held back for those few
+renames: an interruption lands before the first rename (nothing changed) or after the last
+(everything did), never in between.
+"""
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import tempfile
+import threading
 from pathlib import Path
+from typing import Iterable, Iterator
 
 from .errors import FeedstockError
 
@@ -14,8 +24,23 @@ def _umask() -> int:
     return current
 
 
-def replace_files(contents: dict[Path, str]) -> None:
-    """Write every file to a temporary sibling first; rename them into place only when all are written."""
+@contextlib.contextmanager
+def signals_held() -> Iterator[None]:
+    """SIGINT and SIGTERM wait until the block ends (then they arrive as usual)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held = {signal.SIGINT, signal.SIGTERM}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def replace_files(contents: dict[Path, str], remove: Iterable[Path] = ()) -> None:
+    """Write every file to a temporary sibling first; rename them into place only when all are
+    written, then remove `remove` (the commit is not interrupted by Ctrl-C)."""
     staged: list[tuple[Path, Path]] = []
     try:
         for path, text in contents.items():
@@ -25,9 +50,12 @@ def replace_files(contents: dict[Path, str]) -> None:
                 out.write(text)
             os.chmod(temp, path.stat().st_mode & 0o7777 if path.exists() else 0o666 & ~_umask())
             staged.append((Path(temp), path))
-        for temp, path in staged:
-            os.replace(temp, path)
-        staged.clear()
+        with signals_held():
+            for temp, path in staged:
+                os.replace(temp, path)
+            staged.clear()
+            for path in remove:
+                path.unlink(missing_ok=True)
     except OSError as err:
         raise FeedstockError(f"cannot write {err.filename}: {err.strerror}; check permissions and free space, then rerun")
     finally:

@@ -9,7 +9,7 @@ from ..render.selector_check import refuse_bad_selectors
 from ..render.variants import analyse_platform
 from .jobs import CiJob, platform_jobs
 from .support import Drift, compare, expected_files, write_atomically
-from .workflow import WORKFLOW_PATH, expected_workflow, workflow_state, write_workflow
+from .workflow import WORKFLOW_PATH, expected_workflow, workflow_state
 
 
 def compute_jobs(feedstock: Feedstock) -> list[CiJob]:
@@ -58,9 +58,10 @@ def rerender(root: Path) -> tuple[list[CiJob], Drift]:
     for name in protected_files(feedstock):
         # keep the input file: pretend it is expected as it is
         expected[name] = (feedstock.ci_support / name).read_text()
-    drift = write_atomically(feedstock.ci_support, expected)
     state = workflow_state(feedstock, workflow)
+    # one commit for .ci_support/ and the workflow: an interruption leaves both old or both new
+    drift = write_atomically(feedstock.ci_support, expected,
+                             also={feedstock.root / WORKFLOW_PATH: workflow} if state else None)
     if state:
-        write_workflow(feedstock, workflow)
         drift.other[WORKFLOW_PATH] = state
     return jobs, drift

@@ -6,9 +6,6 @@ files are removed last.
 """
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from ..errors import FeedstockError
+from ..atomic_files import replace_files
 from .jobs import CiJob
 
 
@@ -79,23 +76,12 @@ def compare(folder: Path, expected: dict[str, str]) -> Drift:
     )
 
 
-def write_atomically(folder: Path, expected: dict[str, str]) -> Drift:
-    """Make ``folder``'s *.yaml exactly ``expected``; returns what changed. Other files stay."""
+def write_atomically(folder: Path, expected: dict[str, str],
+                     also: dict[Path, str] | None = None) -> Drift:
+    """Make ``folder``'s *.yaml exactly ``expected`` and write the files of ``also`` (the
+    workflow), all or nothing, also under Ctrl-C; returns what changed in ``folder``. Other
+    files stay."""
     drift = compare(folder, expected)
-    staging: Path | None = None
-    try:
-        staging = Path(tempfile.mkdtemp(prefix=".ci_support.tmp-", dir=folder.parent))
-        for name, text in expected.items():
-            (staging / name).write_text(text)
-        folder.mkdir(exist_ok=True)
-        for name in expected:
-            os.replace(staging / name, folder / name)
-        for name in drift.extra:   # only after every new file is in place
-            (folder / name).unlink()
-    except OSError as err:
-        raise FeedstockError(f"cannot write {folder}: {err.strerror} ({err.filename}); "
-                             "check permissions and free space, then rerun")
-    finally:
-        if staging is not None:
-            shutil.rmtree(staging, ignore_errors=True)
+    contents = {folder / name: text for name, text in expected.items()}
+    replace_files({**contents, **(also or {})}, remove=[folder / name for name in drift.extra])
     return drift

@@ -29,7 +29,6 @@ URL) and the secret FEEDSTOCK_COMPILE_CACHE_PASSWORD, handed to build-locally by
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -336,15 +335,3 @@ def workflow_state(feedstock: Feedstock, expected: str) -> str | None:
     return None if path.read_text() == expected else "out of date"
 
 
-def write_workflow(feedstock: Feedstock, text: str) -> None:
-    """Write the workflow through a temporary file and a rename (never half-written)."""
-    path = feedstock.root / WORKFLOW_PATH
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(text)
-        os.replace(tmp, path)
-    except OSError as err:
-        tmp.unlink(missing_ok=True)
-        raise FeedstockError(f"cannot write {path}: {err.strerror}; check permissions and free "
-                             "space, then rerun")

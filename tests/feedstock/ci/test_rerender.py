@@ -259,3 +259,45 @@ def test_ctrl_c_is_one_line_and_exit_130(feedstock_copy):
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert err.strip().splitlines() == ["error: python -m feedstock lint interrupted"]
+
+
+def _generated(root):
+    workflow = root / ".github" / "workflows" / "build.yml"
+    return snapshot(root / ".ci_support"), workflow.read_bytes() if workflow.exists() else None
+
+
+def test_rerender_is_all_or_nothing_under_ctrl_c(feedstock_copy, tmp_path):
+    """Issue 25: Ctrl-C at the right moment left 5 of 13 job files new and 8 old. Interrupted at
+    many moments, the generated files are always all old or all new."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    for job in (feedstock_copy / ".ci_support").glob("*.yaml"):
+        job.write_text(job.read_text() + "# stale\n")
+    (feedstock_copy / ".github" / "workflows" / "build.yml").unlink()
+    old = _generated(feedstock_copy)
+    done = shutil.copytree(feedstock_copy, tmp_path / "done")
+    assert run_feedstock_cli("rerender", root=done).returncode == 0
+    new = _generated(done)
+    assert old != new
+    outcomes = []
+    for delay in (0.2, 0.4, 0.6, 0.8, 1.0, 1.2, 1.5, 2.0):
+        proc = subprocess.Popen([sys.executable, "-m", "feedstock", "--feedstock-root", str(feedstock_copy), "rerender"],
+                                cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+        state = _generated(feedstock_copy)
+        assert state in (old, new), f"mixed tree after SIGINT at {delay}s (exit {proc.returncode})"
+        assert "Traceback" not in err, err
+        outcomes.append((proc.returncode, state == new))
+        if state == new:  # start over from the old tree
+            shutil.rmtree(feedstock_copy / ".ci_support")
+            for name, data in old[0].items():
+                (feedstock_copy / ".ci_support").mkdir(exist_ok=True)
+                (feedstock_copy / ".ci_support" / name).write_bytes(data)
+            (feedstock_copy / ".github" / "workflows" / "build.yml").unlink(missing_ok=True)
+            assert _generated(feedstock_copy) == old
+    assert any(code == 130 for code, _ in outcomes), outcomes  # some runs were interrupted
