@@ -3,8 +3,11 @@ repodata.json (indexed first with rattler, in a child process: py-rattler can cr
 interpreter that indexed when it exits, see scripts/rattler_build_py.py)."""
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import re
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -41,12 +44,32 @@ def flavour_of(build: str) -> str:
     return next((flavour for prefix, flavour in _FLAVOUR if tag.startswith(prefix)), "cpu")
 
 
-def torch_builds(channel: Path) -> list[TorchBuild]:
-    """Every `pytorch` package of the channel (which must exist and be indexable)."""
+PACKAGE_SUFFIXES = (".conda", ".tar.bz2")
+
+
+def indexed_view(channel: Path, views: Path) -> Path:
+    """A folder of our own under `views` that hard-links every package of `channel`, indexed: the
+    channel the user passed is only read (its repodata, hand-made or broken, stays as it is)."""
     if not channel.is_dir():
         raise FeedstockError(f"channel {channel} is not a folder; build packages into it first "
                              "(python build-locally.py) or pass --channel", exit_code=3)
-    index(channel)
+    source = channel.resolve()
+    view = views / f"{source.name}-{hashlib.sha256(str(source).encode()).hexdigest()[:12]}"
+    shutil.rmtree(view, ignore_errors=True)
+    (view / "noarch").mkdir(parents=True)
+    for package in sorted(p for p in source.glob("*/*") if p.name.endswith(PACKAGE_SUFFIXES)):
+        (view / package.parent.name).mkdir(exist_ok=True)
+        link = view / package.parent.name / package.name
+        try:  # a hard link: rattler's indexer passes symbolic links over
+            os.link(package, link)
+        except OSError:  # another filesystem
+            shutil.copy2(package, link)
+    index(view)
+    return view
+
+
+def torch_builds(channel: Path) -> list[TorchBuild]:
+    """Every `pytorch` package of an indexed channel (an `indexed_view`)."""
     found = []
     for repodata in sorted(channel.glob("*/repodata.json")):
         data = json.loads(repodata.read_text())

@@ -8,14 +8,14 @@ from __future__ import annotations
 import shutil
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..errors import FeedstockError
 from ..suggest import close_names
 from . import conda_package, pip_wheel
 from .catalog import Dependent, load_catalog, dependents_test_dir
-from .channel import TorchBuild, index, matching, torch_builds
+from .channel import TorchBuild, indexed_view, matching, torch_builds
 from .environment import cuda_of, install, torch_specs
 from .sources import fetch
 from .table import Row
@@ -145,18 +145,19 @@ def run(options: Options) -> tuple[list[Row], int]:
     chosen, rows = select(load_catalog(options.catalog), options.names)
     status = EXIT_BAD_INPUT if rows else 0
     try:
+        # the channels the user named are only read: indexed views of our own stand in for them
+        views, given = options.work / "channels", options.channels
+        options = replace(options, channels=[indexed_view(c, views) for c in options.channels],
+                          with_channels=[indexed_view(c, views) for c in options.with_channels])
         builds = [build for channel in options.channels for build in torch_builds(channel)]
         if not builds:
-            raise FeedstockError(f"channel {', '.join(map(str, options.channels))} has no pytorch package; build one into it first "
+            raise FeedstockError(f"channel {', '.join(map(str, given))} has no pytorch package; build one into it first "
                                  "(python build-locally.py) or pass --channel", exit_code=EXIT_NO_PYTORCH)
     except FeedstockError as err:
         error(str(err))
         rows += [Row(d.name, d.version, d.how_built, result="skipped", note="no pytorch to run against")
                  for d in chosen]
         return rows, err.exit_code
-    for channel in options.with_channels:
-        if not any(channel.glob("*/repodata.json")):
-            index(channel)  # a local folder of packages not indexed yet
     runner = Runner(options)
     for dependent in chosen:
         fits = matching(builds, dependent.flavour, dependent.torch)

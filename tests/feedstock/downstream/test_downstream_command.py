@@ -119,3 +119,19 @@ def test_table_has_a_row_each_and_the_notes():
     assert text.splitlines()[2].startswith("| a ") and "| 12s " in text.splitlines()[2]
     assert text.splitlines()[-1] == "  b: x.cpp:1:2: error: boom"
     assert summary(rows) == "downstream: 2 dependents, 1 passed"
+
+
+@pytest.mark.parametrize("repodata", [b'{"info": {"subdir": "noarch"}, "packages": {}, "hand-made": true}\n',
+                                      b'{"packages": {"broken'])
+def test_the_channel_folder_passed_in_is_never_modified(tmp_path, repodata):
+    """Issue 25: `downstream --channel DIR` rewrote DIR's index (a hand-made and a corrupt one
+    were both replaced), even when the only dependent named was unknown."""
+    channel = tmp_path / "channel"
+    (channel / "noarch").mkdir(parents=True)
+    (channel / "noarch" / "repodata.json").write_bytes(repodata)
+    before = {p.relative_to(channel): p.read_bytes() for p in channel.rglob("*") if p.is_file()}
+    for names in (["no-such-dependent"], ["einops"]):
+        proc = run_feedstock_cli("downstream", "--channel", str(channel), "--work", str(tmp_path / "work"), *names)
+        assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr
+        after = {p.relative_to(channel): p.read_bytes() for p in channel.rglob("*") if p.is_file()}
+        assert after == before
