@@ -7,6 +7,7 @@ from pathlib import Path
 import yaml
 
 from ..errors import FeedstockError
+from ..text_input import read_text
 
 CATALOG = Path("recipe") / "dependents.yaml"
 KINDS = ("pip-wheel", "conda-sdist", "conda-wheel")
@@ -87,9 +88,17 @@ def _entry(raw: dict, path: Path) -> Dependent:
 def load_catalog(path: Path) -> list[Dependent]:
     """Every dependent of the file, checked; FeedstockError names the first bad entry."""
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.safe_load(read_text(path))
     except OSError as err:
         raise FeedstockError(f"cannot read the dependents file {path}: {err.strerror}") from None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        raise FeedstockError(f"{where}: not valid YAML ({getattr(err, 'problem', None) or err}); "
+                             "fix the dependents file") from None
+    if data is not None and not isinstance(data, dict):
+        raise FeedstockError(f"{path} must be a mapping with a 'dependents:' list, not a "
+                             f"{type(data).__name__}; see recipe/dependents.yaml")
     entries = (data or {}).get("dependents")
     if not isinstance(entries, list):
         raise FeedstockError(f"{path} has no 'dependents:' list")

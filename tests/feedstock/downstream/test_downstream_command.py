@@ -135,3 +135,20 @@ def test_the_channel_folder_passed_in_is_never_modified(tmp_path, repodata):
         assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr
         after = {p.relative_to(channel): p.read_bytes() for p in channel.rglob("*") if p.is_file()}
         assert after == before
+
+
+@pytest.mark.parametrize("content, words", [
+    (b"dependents: [einops\n", "not valid YAML"),
+    (b"- einops\n- torchvision\n", "must be a mapping with a 'dependents:' list, not a list"),
+    (b"dependents:\n  - name: caf\xe9\n", "byte 0xe9 is not UTF-8 text"),
+    ("dependents: []\n".encode("utf-16"), "is not UTF-8 text"),
+])
+def test_a_broken_catalog_is_one_line(tmp_path, content, words):
+    """Issue 25: ScannerError, AttributeError and UnicodeDecodeError tracebacks."""
+    catalog = tmp_path / "dependents.yaml"
+    catalog.write_bytes(content)
+    proc = run_feedstock_cli("downstream", "--catalog", str(catalog), "--channel", str(tmp_path), "einops")
+    assert proc.returncode == 2, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and words in errors[0] and "Traceback" not in proc.stderr, proc.stderr
+    assert catalog.read_bytes() == content
