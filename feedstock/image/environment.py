@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import FeedstockError
+from ..text_input import read_text
 from .layers import tree_names
 
 PREFIX = "/opt/env"
@@ -56,9 +57,14 @@ def check_flavour(channel: str, flavour: str) -> None:
     for subdir in ("linux-64", "noarch"):
         repodata = path / subdir / "repodata.json"
         if repodata.is_file():
-            data = json.loads(repodata.read_text())
-            for key in ("packages", "packages.conda"):
-                names.update(record["name"] for record in data.get(key, {}).values())
+            try:
+                data = json.loads(read_text(repodata))
+                for key in ("packages", "packages.conda"):
+                    names.update(record["name"] for record in data.get(key, {}).values())
+            except (ValueError, AttributeError, KeyError, TypeError) as err:
+                raise FeedstockError(f"{repodata} is not a channel index ({type(err).__name__}: "
+                                     f"{err}); index the channel again (python build-locally.py "
+                                     "does, or rattler's index)") from None
     wanted = [METAPACKAGES[flavour], "pytorch", "libtorch"]
     missing = [name for name in wanted if name not in names]
     if missing:

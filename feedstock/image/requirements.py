@@ -14,6 +14,7 @@ import subprocess
 from pathlib import Path
 
 from ..errors import FeedstockError
+from ..text_input import read_text
 from .environment import PREFIX
 
 TORCH_NAMES = {"torch", "pytorch"}
@@ -37,7 +38,7 @@ def _accepts(specifier: str, version: str) -> bool:
 def check_requirements(path: Path, torch_version: str) -> list[str]:
     """The file's lines; refused when a line would install a torch other than the image's."""
     try:
-        lines = path.read_text().splitlines()
+        lines = read_text(path, f"--requirements {path}").splitlines()
     except OSError as err:
         raise FeedstockError(f"--requirements {path}: {err.strerror}") from None
     for number, raw in enumerate(lines, 1):

@@ -95,3 +95,14 @@ def test_an_output_that_holds_something_is_refused(tmp_path):
     proc, out = image(tmp_path)
     assert proc.returncode == 2 and "exists and is not empty" in one_line(proc)
     assert [p.name for p in out.iterdir()] == ["keep.txt"]
+
+
+def test_a_corrupt_channel_index_is_one_line(tmp_path):
+    """Issue 25: a corrupt repodata.json was a JSONDecodeError traceback."""
+    (tmp_path / "channel" / "linux-64").mkdir(parents=True)
+    (tmp_path / "channel" / "linux-64" / "repodata.json").write_text('{"packages": {"pytorch-2')
+    proc, _ = image(tmp_path, "--base", str(_tar(tmp_path / "root.tar", ["etc/os-release", "usr/bin/sh"])))
+    assert proc.returncode == 2
+    assert "repodata.json is not a channel index (JSONDecodeError" in one_line(proc)
+    nothing_written(tmp_path, "channel", "root.tar")
+

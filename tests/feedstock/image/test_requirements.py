@@ -33,3 +33,13 @@ def test_nested_files_cannot_be_checked_and_are_refused(tmp_path):
     req.write_text("six\n-r more.txt\n")
     with pytest.raises(FeedstockError, match=r"requirements.txt:2: '-r more.txt': nested"):
         check_requirements(req, "2.13.0")
+
+
+@pytest.mark.parametrize("data", ["einops\ncafé-tools\n".encode("latin-1"), "einops\n".encode("utf-16")])
+def test_a_requirements_file_that_is_not_utf8_is_one_line(tmp_path, data):
+    """Issue 25: image --requirements with a Latin-1 or UTF-16 file was a UnicodeDecodeError traceback."""
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_bytes(data)
+    with pytest.raises(FeedstockError, match="is not UTF-8 text; save the file as UTF-8"):
+        check_requirements(requirements, "2.14.1")
+    assert requirements.read_bytes() == data
