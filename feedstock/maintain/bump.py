@@ -183,8 +183,10 @@ def pinned_pythons(pinning_text: str) -> list[str]:
 
 
 def plan_bump(root: Path, version: str, source: str, wheel: Path | None = None, sha256: str | None = None,
-              skip_patch_check: bool = False, scratch: Path | None = None) -> BumpPlan:
-    """Compute the bump; raise FeedstockError (exit 2, or 1 for failing patches) if it is refused."""
+              skip_patch_check: bool = False, scratch: Path | None = None, allow_older: bool = False) -> BumpPlan:
+    """Compute the bump; raise FeedstockError (exit 2, or 1 for failing patches) if it is refused.
+
+    ``allow_older`` lets the version move back or stay (a revert, or a copy for an older wheel)."""
     feedstock = load_feedstock(root)
     release = Release.parse(version)
     recipes = recipe_files(feedstock.recipe_dir)
@@ -193,9 +195,9 @@ def plan_bump(root: Path, version: str, source: str, wheel: Path | None = None, 
         if get_version(recipe) != old_version:
             raise FeedstockError(f"{recipe.label} has version {get_version(recipe)} but {recipes[0].label} has "
                                  f"{old_version}; make them agree first")
-    if conda_version(release.upstream) <= conda_version(old_version):
+    if not allow_older and conda_version(release.upstream) <= conda_version(old_version):
         raise FeedstockError(f"version {release.upstream} is not newer than the recipe's {old_version}; "
-                             "bump only moves forward")
+                             "bump only moves forward (--allow-older to go back)")
     if release.rc:
         lacking = [r.label for r in recipes if not has_rc_rule(r)]
         if lacking:

@@ -17,8 +17,8 @@ release: the version, the source sha256, build number 0, and the pins that follo
 minimum Python from --wheel). Every patch is first applied in recipe order to the new source;
 if one fails, nothing is written and the command exits 1 (unless --skip-patch-check). Only the
 lines that carry those values change; .ci_support/ is rerendered when it is out of date after.
-Refused, with nothing written: a version that is not newer, a file that is not a tarball or has
-no single top directory pytorch-v<VERSION>/, a --sha256 that does not match.
+Refused, with nothing written: a version that is not newer (unless --allow-older), a file that
+is not a tarball or has no single top directory pytorch-v<VERSION>/, a --sha256 that does not match.
 Release candidates (2.14.0-rc1) need the recipe's rc rule ({% if "rc" in version %} source).
 Example: python -m feedstock bump 2.14.0 --source pytorch-v2.14.0.tar.gz --wheel torch-2.14.0-...whl"""
 
@@ -50,6 +50,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     bump.add_argument("--sha256", help="expected sha256 of the tarball; refused if it differs")
     bump.add_argument("--dry-run", action="store_true", help="print the unified diff; write nothing")
     bump.add_argument("--skip-patch-check", action="store_true", help="write even if a patch does not apply")
+    bump.add_argument("--allow-older", action="store_true",
+                      help="also move to an older or the same release (a revert; a copy for an older wheel)")
 
     deps = sub.add_parser("deps", help="print the vendored-dependency table", description=DEPS_HELP,
                           formatter_class=raw)
@@ -98,7 +100,7 @@ def _bump(args: argparse.Namespace, root: Path) -> int:
     print(f"bump: reading {args.source} ...", file=sys.stderr)
     try:
         plan = plan_bump(root, args.version, args.source, wheel=args.wheel, sha256=args.sha256,
-                         skip_patch_check=args.skip_patch_check)
+                         skip_patch_check=args.skip_patch_check, allow_older=args.allow_older)
     except FeedstockError as err:
         results = getattr(err, "patch_results", None)
         if results:

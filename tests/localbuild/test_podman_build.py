@@ -23,6 +23,7 @@ import pytest
 import yaml
 
 from localbuild.engine import LABEL
+from tests.support.paths import RECIPE_VERSION
 from tests.support.podman import (CPU, FAILING, FAILING_TOO, INTERRUPTED, NO_IMAGE, PYTHON, Podman,
                                   build_stand_in_image, config_texts, podman_feedstock,
                                   podman_unavailable, private_podman)
@@ -84,9 +85,9 @@ def test_the_build_lands_in_build_artifacts_owned_by_the_user(rig):
     out = rig.first.stdout + rig.first.stderr
     assert rig.first.returncode == 0, out[-3000:]
     names = sorted(p.name for p in (rig.artifacts / "linux-64").glob("*.conda"))
-    assert any(n.startswith("libtorch-2.13.0-cpu_generic_h") for n in names), names
-    assert any(n.startswith("pytorch-2.13.0-cpu_generic_py312_h") for n in names), names
-    assert any(n.startswith("pytorch-cpu-2.13.0-") for n in names), names
+    assert any(n.startswith(f"libtorch-{RECIPE_VERSION}-cpu_generic_h") for n in names), names
+    assert any(n.startswith(f"pytorch-{RECIPE_VERSION}-cpu_generic_py312_h") for n in names), names
+    assert any(n.startswith(f"pytorch-cpu-{RECIPE_VERSION}-") for n in names), names
     assert (rig.artifacts / "linux-64" / "repodata.json").is_file()
     assert (rig.artifacts / f"conda-forge-build-done-{CPU}").is_file()
     log = (rig.artifacts / f"{CPU}-log.txt").read_text()
@@ -122,10 +123,10 @@ def test_test_only_runs_the_packages_tests_in_a_container(rig):
     out = proc.stdout
     # every package of the config is tested; the test project is not PyTorch, so the tests
     # that ask for torch.__version__ / torch.backends (and libtorch's cmake test) fail
-    tested = {line.split(": ", 1)[1].split("-2.13.0")[0] for line in out.splitlines()
+    tested = {line.split(": ", 1)[1].split(f"-{RECIPE_VERSION}")[0] for line in out.splitlines()
               if "test passed: " in line or "test FAILED: " in line}
     assert tested == {"libtorch", "pytorch", "pytorch-cpu", "pytorch-tests"}, out[-3000:]
-    assert "test passed: pytorch-tests-2.13.0-" in out and "in 4 package(s)" in out, out[-3000:]
+    assert f"test passed: pytorch-tests-{RECIPE_VERSION}-" in out and "in 4 package(s)" in out, out[-3000:]
     assert proc.returncode == 1 and "has no attribute 'backends'" in out, out[-3000:]
     assert sorted((rig.artifacts / "linux-64").glob("*.conda")) == before
     assert marker.stat().st_mtime_ns == stamp

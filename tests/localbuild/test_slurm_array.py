@@ -22,6 +22,7 @@ import pytest
 
 from tests.support.cluster_build import (CANCELLED, FAILING, GENERIC, GENERIC_OTHER, ClusterFeedstock,
                                          ccache_counts, cluster_feedstock)
+from tests.support.paths import RECIPE_VERSION
 from tests.support.slurm_cluster import SlurmCluster, SlurmUnavailable, slurm_cluster, slurm_unavailable
 
 CONFIGS = (GENERIC, GENERIC_OTHER, FAILING, CANCELLED)
@@ -128,9 +129,9 @@ def test_logs_markers_and_the_failing_config_s_reason(run):
 def test_the_final_job_indexed_both_good_configs_packages(run):
     repodata = json.loads((run.fs.artifacts / "linux-64" / "repodata.json").read_text())
     names = sorted(repodata["packages.conda"])
-    assert any(n.startswith("libtorch-2.13.0-cpu_generic_h") for n in names), names
+    assert any(n.startswith(f"libtorch-{RECIPE_VERSION}-cpu_generic_h") for n in names), names
     for py in ("312", "311"):   # the extension of each good config
-        assert any(n.startswith(f"pytorch-2.13.0-cpu_generic_py{py}_h") for n in names), names
+        assert any(n.startswith(f"pytorch-{RECIPE_VERSION}-cpu_generic_py{py}_h") for n in names), names
     on_disk = sorted(p.name for p in (run.fs.artifacts / "linux-64").glob("*.conda"))
     assert names == on_disk
     [summary] = run.fs.artifacts.glob("slurm-*-summary.txt")

@@ -14,10 +14,13 @@ import json
 import os
 import re
 import shutil
+import tarfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.support.feedstock_cli import run_feedstock_cli
+from tests.support.feedstock_copy import copy_feedstock
 from tests.support.toolchain import REPO_ROOT, index_channel, needed_requirements
 
 RECIPE_DIR = REPO_ROOT / "recipe"
@@ -74,6 +77,30 @@ def prepare_project_source(dest: Path, frontend: str = "setup.py") -> Path:
                                   "(tests/support/megabuild_project), not PyTorch itself.\n")
     (dest / "NOTICE").write_text("Test project of pytorch-feedstock; contains no PyTorch code.\n")
     return dest
+
+
+def bumped_feedstock(work: Path, wheel: Path, version: str) -> tuple[Path, Path]:
+    """(feedstock copy bumped to `version`, the stand-in source tree the tarball was made of).
+
+    `python -m feedstock bump` moves the copy to the wheel's release, older or the same one
+    included (`--allow-older`: the CPU wheel is 2.13.0, the recipe is newer). The source is a
+    stand-in tarball (the PyTorch-shaped test project packed as `pytorch-v<version>/`): the wheel
+    front end supplies the payload, so the release tarball, which is not reachable here, is not
+    needed; `--skip-patch-check` for the same reason (the front end applies the patches to the
+    files the wheel carries)."""
+    source = prepare_project_source(work / "source" / f"pytorch-v{version}")
+    (source / "STAND-IN.txt").write_text(
+        f"Stand-in for the pytorch-v{version} release tarball: the feedstock's PyTorch-shaped test "
+        f"project. The payload comes from {wheel.name} through the wheel front end.\n")
+    tarball = work / f"pytorch-v{version}.tar.gz"
+    with tarfile.open(tarball, "w:gz", compresslevel=1) as tar:
+        tar.add(source, arcname=source.name)
+    root = copy_feedstock(work / "feedstock")
+    proc = run_feedstock_cli("bump", version, "--source", str(tarball), "--wheel", str(wheel),
+                             "--skip-patch-check", "--allow-older", root=root)
+    if proc.returncode != 0:
+        raise RuntimeError(f"bump failed: {proc.stdout}{proc.stderr}")
+    return root, source
 
 
 def channel_names(*channels: Path) -> set[str]:

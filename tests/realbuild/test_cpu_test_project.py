@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.paths import REPO_ROOT
+from tests.support.paths import RECIPE_VERSION, REPO_ROOT
 
 pytest.importorskip("rattler_build", reason="py-rattler-build (requirements-dev.txt) is not installed")
 pytest.importorskip("rattler", reason="py-rattler (requirements-dev.txt) is not installed")
@@ -46,10 +46,10 @@ def realbuild(realbuild_toolchain: dict) -> dict:
 
 def test_packages_built(realbuild):
     names = realbuild["build"].names()
-    assert any(n.startswith("libtorch-2.13.0-cpu_generic_h") for n in names), names
+    assert any(n.startswith(f"libtorch-{RECIPE_VERSION}-cpu_generic_h") for n in names), names
     for py in ("311", "312"):
-        assert any(n.startswith(f"pytorch-2.13.0-cpu_generic_py{py}_h") for n in names), names
-    assert any(n.startswith("pytorch-cpu-2.13.0-cpu_generic_h") for n in names), names
+        assert any(n.startswith(f"pytorch-{RECIPE_VERSION}-cpu_generic_py{py}_h") for n in names), names
+    assert any(n.startswith(f"pytorch-cpu-{RECIPE_VERSION}-cpu_generic_h") for n in names), names
 
 
 def test_import_torch_in_the_installed_prefix(realbuild):

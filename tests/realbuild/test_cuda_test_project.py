@@ -34,6 +34,7 @@ from tests.realbuild.install import (SolveError, absolute_rpaths, escaping_symli
                                      files_in_two_packages, install_from_channel, installed_files,
                                      leaked_paths, solve)
 from tests.realbuild.session import machine_ready, prepare_job  # noqa: E402
+from tests.support.paths import RECIPE_VERSION  # noqa: E402
 from tests.support.toolchain import ToolchainUnavailable  # noqa: E402
 
 PYTHON = "3.12"  # the recipe's split_python: the staging output builds with it in any case
@@ -78,9 +79,10 @@ def _run_python(prefix: Path, code: str) -> str:
 def test_all_cuda_outputs_built(cudabuild):
     names = cudabuild["build"].names()
     tag = "cuda" + cudabuild["cuda"].replace(".", "")
-    expected = [f"libtorch-2.13.0-{tag}_generic_h", f"libtorch-cuda-linalg-2.13.0-{tag}_magma_generic_h",
-                f"libtorch-cuda-linalg-2.13.0-{tag}_nomagma_generic_h",
-                f"pytorch-2.13.0-{tag}_generic_py{PYTHON.replace('.', '')}_h", f"pytorch-gpu-2.13.0-{tag}_generic_h"]
+    v = RECIPE_VERSION
+    expected = [f"libtorch-{v}-{tag}_generic_h", f"libtorch-cuda-linalg-{v}-{tag}_magma_generic_h",
+                f"libtorch-cuda-linalg-{v}-{tag}_nomagma_generic_h",
+                f"pytorch-{v}-{tag}_generic_py{PYTHON.replace('.', '')}_h", f"pytorch-gpu-{v}-{tag}_generic_h"]
     for prefix in expected:
         assert any(n.startswith(prefix) and n.endswith("_200.conda") for n in names), (prefix, names)
 

@@ -2,7 +2,7 @@
 
 The same pipeline as tests/realbuild/test_cpu_test_project.py (local toolchain channel, the feedstock's own
 recipe.yaml built by rattler-build, py-rattler install elsewhere), with the real torch 2.13.0
-cp311 wheel as the payload: $MEGABUILD_FRONTEND points the driver at the wheel front end
+cp311 wheel as the payload of a copy bumped back to 2.13.0 (`bump --allow-older`; the recipe is newer): $MEGABUILD_FRONTEND points the driver at the wheel front end
 (tests/support/real_wheel/wheel_frontend.py), so build.sh, the driver's split/libtorch/pytorch steps,
 rattler-build's relinking, prefix replacement and packaging all run on PyTorch's real libraries;
 only the compiler is left out.

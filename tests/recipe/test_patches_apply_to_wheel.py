@@ -1,5 +1,7 @@
-"""The recipe's patches to files the real torch 2.13.0 wheel ships: they apply without fuzz to
-the wheel's copies, and do what their headers say (compiled and run, not just grepped)."""
+"""The recipe's patches to files the real torch wheels ship: they apply without fuzz to the
+wheel's copies, and do what their headers say (compiled and run, not just grepped). Every test
+runs on the cached 2.13.0 CPU wheel and, where pip's local index has it, on the 2.14.1 cu130
+wheel (the recipe's release)."""
 from __future__ import annotations
 
 import shutil
@@ -27,9 +29,10 @@ EXPECTED_ON_WHEEL = {
 }
 
 
-@pytest.fixture(scope="module")
-def patched_wheel_tree(torch_wheel: Path, tmp_path_factory: pytest.TempPathFactory):
+@pytest.fixture(scope="module", params=["torch_wheel", "cuda_torch_wheel"], ids=["2.13.0-cpu", "2.14.1-cu130"])
+def patched_wheel_tree(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
     """The wheel's torch/utils, torch/include/{torch,c10} unpacked and patched in recipe order."""
+    torch_wheel = request.getfixturevalue(request.param)   # the CUDA wheel's fixture skips without it
     tree = tmp_path_factory.mktemp("wheel-tree")
     wanted = ("torch/utils/", "torch/include/torch/csrc/", "torch/include/c10/", "torch/_inductor/cpp_builder.py",
               "torch/lib/libtorch_python.so")
@@ -62,7 +65,7 @@ def test_py_ssize_t_clean_is_defined_before_python_h(patched_wheel_tree, tmp_pat
                      "int main() { return 0; }\n")
 
     def compile_with(root: Path) -> subprocess.CompletedProcess:
-        return subprocess.run([cxx, "-std=c++17", "-fsyntax-only", f"-I{root / 'torch' / 'include'}",
+        return subprocess.run([cxx, "-std=c++20", "-fsyntax-only", f"-I{root / 'torch' / 'include'}",
                                f"-I{sysconfig.get_paths()['include']}", str(probe)],
                               capture_output=True, text=True)
     patched = compile_with(tree)

@@ -1,6 +1,7 @@
 """Where the repository and the real data the tests use live."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -8,3 +9,6 @@ RECIPE_DIR = REPO_ROOT / "recipe"
 # real data the tests need, kept in the project so a fresh clone runs every test
 FIXTURES_DIR = REPO_ROOT / "tests" / "fixtures"
 TORCH_WHEEL_VERSION = "2.13.0"
+# the release the recipe packages (what a build from the recipe itself is versioned as); the
+# cached CPU wheel above is older: the real-package tests bump a copy back to it
+RECIPE_VERSION = re.search(r'^{% set version = "([^"]+)" %}', (RECIPE_DIR / "meta.yaml").read_text(), re.M).group(1)

@@ -131,7 +131,7 @@ def source_files(wheel: Path, version: str, triton: str, patch_dir: Path = RECIP
     }
 
 
-def build_checkout(root: Path, wheel: Path, version: str = "9.9.9", triton: str = "3.7.1") -> Path:
+def build_checkout(root: Path, wheel: Path, version: str = "9.9.9", triton: str = "3.8.0") -> Path:
     """``root``/pytorch: a git checkout with submodules (one nested), tagged v<version>."""
     upstream = root / "upstream"
     googletest = make_repo(upstream / "googletest", {"CMakeLists.txt": "project(googletest-distribution)\n"},

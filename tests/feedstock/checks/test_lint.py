@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.feedstock_cli import run_feedstock_cli, snapshot
+from tests.support.paths import RECIPE_VERSION
 
 
 def lint(root: Path):
@@ -121,7 +122,7 @@ def test_stale_ci_support_and_clashing_build_strings(feedstock_copy):
     proc = lint(feedstock_copy)
     assert proc.returncode == 1
     assert f".ci_support/{config.name}: out of date; run: python -m feedstock rerender" in proc.stdout
-    assert "build string not unique: linux-64/pytorch-cpu-2.13.0-cpu_h" in proc.stdout
+    assert f"build string not unique: linux-64/pytorch-cpu-{RECIPE_VERSION}-cpu_h" in proc.stdout
 
 
 # -- the recipe against what the driver really does -------------------------------------------
@@ -153,7 +154,7 @@ def test_removing_sleef_from_the_pytorch_output_fails_on_every_platform(feedstoc
 
 def test_driver_passing_the_conda_build_number_fails(feedstock_copy):
     """If the driver handed conda's build number (100-300 here) to PyTorch, torch would report
-    2.13.0.post300; lint runs the copy's own driver and catches it."""
+    <version>.post300; lint runs the copy's own driver and catches it."""
     build_env = feedstock_copy / "recipe" / "megabuild" / "build_env.py"
     text = build_env.read_text()
     old = '    env["PYTORCH_BUILD_NUMBER"] = "0"\n'
@@ -161,8 +162,8 @@ def test_driver_passing_the_conda_build_number_fails(feedstock_copy):
     build_env.write_text(text.replace(old, '    env["PYTORCH_BUILD_NUMBER"] = variant.get("PKG_BUILDNUM", "0")\n'))
     proc = lint(feedstock_copy)
     assert proc.returncode == 1
-    assert ("PyTorch will report 2.13.0.post300 (PYTORCH_BUILD_VERSION, PYTORCH_BUILD_NUMBER=300) "
-            "but the recipe expects 2.13.0; the driver must pass PYTORCH_BUILD_NUMBER=0") in proc.stdout
+    assert (f"PyTorch will report {RECIPE_VERSION}.post300 (PYTORCH_BUILD_VERSION, PYTORCH_BUILD_NUMBER=300) "
+            f"but the recipe expects {RECIPE_VERSION}; the driver must pass PYTORCH_BUILD_NUMBER=0") in proc.stdout
     # CPU generic builds have build number 0, which PyTorch does not append
     assert "cpu_generic" not in proc.stdout and "cpugeneric" not in proc.stdout
 
@@ -175,7 +176,7 @@ def test_a_recipe_without_a_version_test_fails(feedstock_copy):
     meta.write_text("".join(kept))
     proc = lint(feedstock_copy)
     assert proc.returncode == 1
-    assert "no test asserts torch.__version__; add one that compares it with '2.13.0'" in proc.stdout
+    assert f"no test asserts torch.__version__; add one that compares it with '{RECIPE_VERSION}'" in proc.stdout
 
 
 def test_duplicated_variant_key_is_one_clear_error(feedstock_copy):

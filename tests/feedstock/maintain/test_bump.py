@@ -1,5 +1,6 @@
 """``python -m feedstock bump`` on copies of the real feedstock, with release tarballs packed from a
-source tree holding the real wheel's cpp_extension.py, and the real torch 2.13.0 wheel.
+source tree holding the real wheel's cpp_extension.py, and the real torch 2.13.0 wheel
+(its files stand in for any release's source).
 
 Each test compares whole files: only the lines a bump owns may change."""
 from __future__ import annotations
@@ -17,12 +18,12 @@ from feedstock.maintain.recipe_lines import RecipeText, patch_list
 from tests.support.pytorch_source import CPP_EXTENSION, copy_tree, pack, source_files
 
 ALL_PATCHES = patch_list(RecipeText(REPO_ROOT / "recipe" / "meta.yaml", (REPO_ROOT / "recipe" / "meta.yaml").read_text()))
-OLD_SHA = "66614a19060f69cfd63cd0295f65a1241bd15df2fa65c60ae51066c11c2ce812"
+OLD_SHA = "d0ebad9ca4219959b29b7ad9ab6469fe49a3d668f8b5a62dd115f02f3a914447"
 
 V1_RECIPE = """\
 # v1 recipe written by the test (rattler-build format); only the context values may change
 context:
-  version: "2.13.0"
+  version: "2.14.1"
   build_number: 3   # reset on a new release
   triton: 3.7.1
 
@@ -32,7 +33,7 @@ recipe:
 
 source:
   url: https://github.com/pytorch/pytorch/releases/download/v${{ version }}/pytorch-v${{ version }}.tar.gz
-  sha256: 66614a19060f69cfd63cd0295f65a1241bd15df2fa65c60ae51066c11c2ce812
+  sha256: d0ebad9ca4219959b29b7ad9ab6469fe49a3d668f8b5a62dd115f02f3a914447
   patches:
     # conda CUDA lives in $PREFIX/targets
     - patches/0001-cpp_extension-find-conda-CUDA-target-directory.patch
@@ -58,7 +59,7 @@ outputs:
 """
 
 
-def make_tree(root: Path, wheel: Path, version: str, triton: str = "3.7.1") -> Path:
+def make_tree(root: Path, wheel: Path, version: str, triton: str = "3.8.0") -> Path:
     tree = root / f"tree-{version}"
     for rel, text in source_files(wheel, version, triton).items():
         path = tree / rel
@@ -104,16 +105,16 @@ def test_bump_changes_only_version_sha_and_build_lines(feedstock_copy, release):
     ci_before = snapshot(feedstock_copy / ".ci_support")
     proc = bump(feedstock_copy, "9.9.9", "--source", str(release), "--skip-patch-check")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    expected = (original.replace('{% set version = "2.13.0" %}', '{% set version = "9.9.9" %}')
+    expected = (original.replace('{% set version = "2.14.1" %}', '{% set version = "9.9.9" %}')
                 .replace("{% set build = 2 %}", "{% set build = 0 %}")
                 .replace(f"sha256: {OLD_SHA}", f"sha256: {sha256(release)}"))
     assert meta.read_text() == expected
-    assert v1.read_text() == (v1_original.replace('  version: "2.13.0"\n', '  version: "9.9.9"\n')
+    assert v1.read_text() == (v1_original.replace('  version: "2.14.1"\n', '  version: "9.9.9"\n')
                               .replace("  build_base: 2\n", "  build_base: 0\n")
                               .replace(f"sha256: {OLD_SHA}", f"sha256: {sha256(release)}"))
     assert snapshot(feedstock_copy / ".ci_support") == ci_before    # nothing it feeds changed
     assert proc.stdout.splitlines()[-3:-1] == ["wrote recipe/meta.yaml", "wrote recipe/recipe.yaml"]
-    assert proc.stdout.splitlines()[-1].startswith(f"bump: 2.13.0 -> 9.9.9, sha256 {sha256(release)}, build number 0 (")
+    assert proc.stdout.splitlines()[-1].startswith(f"bump: 2.14.1 -> 9.9.9, sha256 {sha256(release)}, build number 0 (")
 
 
 def test_bump_edits_recipe_yaml_too(feedstock_copy, torch_wheel, tmp_path):
@@ -127,16 +128,16 @@ def test_bump_edits_recipe_yaml_too(feedstock_copy, torch_wheel, tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     digest = sha256(tarball)
     assert v1.read_text() == (V1_RECIPE
-                              .replace('version: "2.13.0"', 'version: "9.9.9"')
+                              .replace('version: "2.14.1"', 'version: "9.9.9"')
                               .replace("build_number: 3   #", "build_number: 0   #")
                               .replace("triton: 3.7.1", "triton: 3.9.0")
                               .replace(f"sha256: {OLD_SHA}", f"sha256: {digest}")
                               .replace("- sympy >=1.10   # a comment", "- sympy >=1.13.3 # a comment")
                               .replace("            - fsspec", "            - fsspec >=0.8.5"))
-    assert meta.read_text() == (meta_before.replace('{% set version = "2.13.0" %}', '{% set version = "9.9.9" %}')
-                                .replace('{% set triton = "3.7.1" %}', '{% set triton = "3.9.0" %}')
+    assert meta.read_text() == (meta_before.replace('{% set version = "2.14.1" %}', '{% set version = "9.9.9" %}')
+                                .replace('{% set triton = "3.8.0" %}', '{% set triton = "3.9.0" %}')
                                 .replace(f"sha256: {OLD_SHA}", f"sha256: {digest}"))
-    assert "recipe/meta.yaml: triton 3.7.1 -> 3.9.0 (from .ci/docker/triton_version.txt)" in proc.stdout
+    assert "recipe/meta.yaml: triton 3.8.0 -> 3.9.0 (from .ci/docker/triton_version.txt)" in proc.stdout
     assert "recipe/recipe.yaml: the wheel requires typing_extensions >=4.10.0, which is not a run requirement" \
         in proc.stdout
     assert "pinning.yaml: the wheel also lists Python 3.15; add it to the python pins once conda-forge builds it" \
@@ -157,7 +158,7 @@ def test_bump_with_wheel_follows_requirements_and_python_floor(feedstock_copy, t
     ci_with_39 = snapshot(feedstock_copy / ".ci_support")
     proc = bump(feedstock_copy, "9.9.9", "--source", str(release), "--wheel", str(torch_wheel))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert meta.read_text() == (original.replace('{% set version = "2.13.0" %}', '{% set version = "9.9.9" %}')
+    assert meta.read_text() == (original.replace('{% set version = "2.14.1" %}', '{% set version = "9.9.9" %}')
                                 .replace(f"sha256: {OLD_SHA}", f"sha256: {sha256(release)}")
                                 .replace("- networkx >=2.4", "- networkx >=2.5.1")
                                 .replace("- jinja2 >=2", "- jinja2"))
@@ -179,10 +180,10 @@ def test_dry_run_prints_the_diff_and_writes_nothing(feedstock_copy, release):
     assert recipe_state(feedstock_copy) == before
     diff = [line for line in proc.stdout.splitlines() if line.startswith(("+", "-"))]
     assert diff == ["--- a/recipe/meta.yaml", "+++ b/recipe/meta.yaml",
-                    '-{% set version = "2.13.0" %}', '+{% set version = "9.9.9" %}',
+                    '-{% set version = "2.14.1" %}', '+{% set version = "9.9.9" %}',
                     f"-  sha256: {OLD_SHA}", f"+  sha256: {sha256(release)}",
                     "--- a/recipe/recipe.yaml", "+++ b/recipe/recipe.yaml",
-                    '-  version: "2.13.0"', '+  version: "9.9.9"',
+                    '-  version: "2.14.1"', '+  version: "9.9.9"',
                     f"-  sha256: {OLD_SHA}", f"+  sha256: {sha256(release)}"]
     assert "nothing written" in proc.stderr
 
@@ -242,10 +243,12 @@ def test_refusals_write_nothing(feedstock_copy, release, tmp_path):
     wrong_top = tmp_path / "wrong.tar.gz"
     shutil.copy(release, wrong_top)
     cases = [
-        (("2.12.0", "--source", str(release)),
-         "error: version 2.12.0 is not newer than the recipe's 2.13.0; bump only moves forward"),
         (("2.13.0", "--source", str(release)),
-         "error: version 2.13.0 is not newer than the recipe's 2.13.0; bump only moves forward"),
+         "error: version 2.13.0 is not newer than the recipe's 2.14.1; bump only moves forward (--allow-older to "
+         "go back)"),
+        (("2.14.1", "--source", str(release)),
+         "error: version 2.14.1 is not newer than the recipe's 2.14.1; bump only moves forward (--allow-older to "
+         "go back)"),
         (("2.14", "--source", str(release)),
          "error: version '2.14' is not a PyTorch release; write it like 2.14.0 or 2.14.0-rc1"),
         (("9.9.9", "--source", str(text_file)),
@@ -299,14 +302,14 @@ def test_release_candidate_with_the_recipes_rc_rule(feedstock_copy, torch_wheel,
     original = meta.read_text().replace(final_source, rc_source)
     assert original != meta.read_text()
     meta.write_text(original)
-    tarball = pack(make_tree(tmp_path, torch_wheel, "2.14.0"), "pytorch-v2.14.0-rc1", tmp_path / "rc.tar.gz")
-    proc = bump(feedstock_copy, "2.14.0-rc1", "--source", str(tarball), "--skip-patch-check")
+    tarball = pack(make_tree(tmp_path, torch_wheel, "2.15.0"), "pytorch-v2.15.0-rc1", tmp_path / "rc.tar.gz")
+    proc = bump(feedstock_copy, "2.15.0-rc1", "--source", str(tarball), "--skip-patch-check")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert meta.read_text() == (original.replace('{% set version = "2.13.0" %}', '{% set version = "2.14.0-rc1" %}')
+    assert meta.read_text() == (original.replace('{% set version = "2.14.1" %}', '{% set version = "2.15.0-rc1" %}')
                                 .replace(f"sha256: {'1' * 64}", f"sha256: {sha256(tarball)}"))
     # the final release is newer than its rc and sets the other branch's sha256
-    final = pack(make_tree(tmp_path / "final", torch_wheel, "2.14.0"), "pytorch-v2.14.0", tmp_path / "final.tar.gz")
-    proc = bump(feedstock_copy, "2.14.0", "--source", str(final), "--skip-patch-check")
+    final = pack(make_tree(tmp_path / "final", torch_wheel, "2.15.0"), "pytorch-v2.15.0", tmp_path / "final.tar.gz")
+    proc = bump(feedstock_copy, "2.15.0", "--source", str(final), "--skip-patch-check")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"sha256: {sha256(final)}" in meta.read_text() and f"sha256: {sha256(tarball)}" in meta.read_text()
 
@@ -336,3 +339,18 @@ def test_url_is_downloaded_when_reachable(feedstock_copy, release):
         server.wait(timeout=10)
     assert proc.returncode == 0, proc.stderr
     assert f"+  sha256: {sha256(release)}" in proc.stdout.splitlines()
+
+
+def test_allow_older_moves_back_to_an_older_wheel(feedstock_copy, torch_wheel, tmp_path):
+    """--allow-older: a copy for an older release's wheel (the real-package tests package the
+    2.13.0 wheel this way); the same release is accepted too."""
+    meta = feedstock_copy / "recipe" / "meta.yaml"
+    tarball = pack(make_tree(tmp_path, torch_wheel, "2.13.0"), "pytorch-v2.13.0", tmp_path / "old.tar.gz")
+    proc = bump(feedstock_copy, "2.13.0", "--source", str(tarball), "--wheel", str(torch_wheel),
+                "--skip-patch-check", "--allow-older")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert '{% set version = "2.13.0" %}' in meta.read_text()
+    assert proc.stdout.splitlines()[-1].startswith(f"bump: 2.14.1 -> 2.13.0, sha256 {sha256(tarball)}, build number 0")
+    again = bump(feedstock_copy, "2.13.0", "--source", str(tarball), "--skip-patch-check", "--allow-older")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert run_feedstock_cli("rerender", "--check", root=feedstock_copy).returncode == 0

@@ -73,7 +73,7 @@ def test_git_checkout_rows(checkout, tmp_path):
         "cuda-version": ("12.6.3, 12.8.1, 13.0.0", "12.9, 13.0", True),
         "libmagma": ("2.6.1", "2.10.0", True),
         "mkl": ("2024.2.0", "2026", True),
-        "triton": ("3.7.1", "3.7.1", False),
+        "triton": ("3.8.0", "3.8.0", False),
     }
     assert rows["fmt"]["source"].startswith("git describe --tags: 11.2.0 (third_party/fmt)")
     assert rows["sleef"]["source"].startswith("git describe --tags: 3.8-2-g")

@@ -8,13 +8,14 @@ import pytest
 import yaml
 
 from tests.support.feedstock_cli import run_feedstock_cli
-from tests.support.paths import REPO_ROOT
+from tests.support.paths import RECIPE_VERSION, REPO_ROOT
 from feedstock.errors import FeedstockError
 from feedstock.render.outputs import RenderedOutput, render_ci_config
 
 CONFIGS = sorted(p.stem for p in (REPO_ROOT / ".ci_support").glob("*.yaml"))
 CUDA_LIBS = {"cuda-cudart-dev", "libcublas-dev", "libcusolver-dev", "libcudnn-dev", "nccl"}
-VERSION = "2.13.0"
+VERSION = RECIPE_VERSION
+NEXT_MINOR = f"{VERSION.split('.')[0]}.{int(VERSION.split('.')[1]) + 1}.0a0"
 
 
 def job(config: str) -> dict:
@@ -129,7 +130,7 @@ def test_pins_between_outputs(rendered, config):
     outputs = rendered[config]
     libtorch = next(o for o in outputs if o.name == "libtorch")
     exact = f"libtorch {VERSION} {libtorch.build_string}"
-    assert libtorch.run_exports == [f"libtorch >={VERSION},<2.14.0a0"]    # x.x: no stable C++ ABI
+    assert libtorch.run_exports == [f"libtorch >={VERSION},<{NEXT_MINOR}"]    # x.x: no stable C++ ABI
     for o in outputs:
         if o.name in ("pytorch", "libtorch-cuda-linalg"):
             assert exact in o.requirements["run"], o.name            # pins libtorch exactly
@@ -139,7 +140,7 @@ def test_pins_between_outputs(rendered, config):
             (pin,) = [r for r in o.requirements["run"] if r.startswith("pytorch ")]
             assert pin.startswith(f"pytorch {VERSION} {libtorch.build_string.rsplit('_h', 1)[0]}_")
     pytorch = [o for o in outputs if o.name == "pytorch"]
-    assert all(f"pytorch >={VERSION},<2.14.0a0" in o.run_exports for o in pytorch)
+    assert all(f"pytorch >={VERSION},<{NEXT_MINOR}" in o.run_exports for o in pytorch)
 
 
 def test_build_strings_unique_across_the_whole_matrix(rendered):
@@ -161,7 +162,7 @@ def test_render_cli_text_and_json():
     config = next(c for c in CONFIGS if "cuda_compiler_version12.9" in c)
     text = run_feedstock_cli("render", config)
     assert text.returncode == 0, text.stderr
-    assert "libtorch-cuda-linalg 2.13.0 cuda129_magma_" in text.stdout
+    assert f"libtorch-cuda-linalg {VERSION} cuda129_magma_" in text.stdout
     assert "run_exports:" in text.stdout and "tests:" in text.stdout
     as_json = run_feedstock_cli("render", f"{config}.yaml", "--json")
     data = json.loads(as_json.stdout)

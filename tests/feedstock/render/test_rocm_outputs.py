@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from tests.support.paths import REPO_ROOT
+from tests.support.paths import RECIPE_VERSION, REPO_ROOT
 from feedstock.layout import load_feedstock
 from feedstock.platforms import Platform
 from feedstock.render.recipe_render import read_recipe, render_recipe_text
@@ -18,7 +18,7 @@ from feedstock.render.variants import smithy_environ
 
 CONFIGS = sorted(p.stem for p in (REPO_ROOT / ".ci_support").glob("*.yaml"))
 FLAVOURS = {"cpu": "pytorch-cpu", "cuda": "pytorch-gpu", "rocm": "pytorch-rocm"}
-VERSION = "2.13.0"
+VERSION = RECIPE_VERSION
 
 
 def job(config: str) -> dict:
