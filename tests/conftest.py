@@ -115,7 +115,8 @@ def realbuild_toolchain(tmp_path_factory: pytest.TempPathFactory, cpythons: dict
     def variant(pythons: tuple[str, ...], dest: Path, job: str = REALBUILD_CPU_JOB) -> Path:
         return machine_variant(job, pythons, versions, dest)
 
-    recipe = copy_recipe(work / "recipe", prepare_project_source(work / "source"))
+    # the recipe is 2.14+: its source is the test project's scikit-build-core form
+    recipe = copy_recipe(work / "recipe", prepare_project_source(work / "source", "scikit-build-core"))
     cpu_variant = variant(REALBUILD_PYTHONS, work / "variants" / f"{REALBUILD_CPU_JOB}.yaml")
     try:
         toolchain = build_toolchain_channel(work / "toolchain", {v: cpythons[v] for v in REALBUILD_PYTHONS},

@@ -210,8 +210,10 @@ class ScikitBuildCoreFrontend:
     def _pip(self, ctx: BuildContext, verb: list[str]) -> None:
         self.check_build_dir(ctx)
         job_pools.ensure_include(ctx.env)  # CMake reads it at every configure
+        # --verbose: pip shows the backend's CMake and Ninja output (the build log's progress;
+        # without it an hours-long compile prints nothing)
         run_command([ctx.python, "-m", "pip", *verb, ".", "--no-deps", "--no-build-isolation",
-                     "--disable-pip-version-check", *self.config_settings(ctx)],
+                     "--disable-pip-version-check", "--verbose", *self.config_settings(ctx)],
                     ctx, env=self.environment(ctx))
 
     # -- the Frontend methods -------------------------------------------------------------

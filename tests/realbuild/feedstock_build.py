@@ -156,8 +156,9 @@ def failed_script_output(output_dir: Path, lines: int = 15) -> str:
 
 def build_feedstock(recipe: Path, variant_file: Path, channel: Path, output_dir: Path, *,
                     test: str = "skip", environ: dict[str, str] | None = None,
-                    extra_channels: tuple[Path, ...] = ()) -> FeedstockBuild:
-    """All outputs of recipe.yaml for one job, in one rattler-build run; tests per `test`."""
+                    extra_channels: tuple[Path, ...] = (), keep_build: bool = False) -> FeedstockBuild:
+    """All outputs of recipe.yaml for one job, in one rattler-build run; tests per `test`.
+    `keep_build` keeps each output's work folder (bld/*/work, with its conda_build.log)."""
     from rattler_build.cli_api import build_recipes
 
     check_channel(recipe, variant_file, channel, extra_channels)
@@ -173,7 +174,7 @@ def build_feedstock(recipe: Path, variant_file: Path, channel: Path, output_dir:
             warnings.simplefilter("ignore", DeprecationWarning)  # the one call that shares a staging
             build_recipes([recipe], channel=[str(c) for c in channels], variant_config=[str(variant_file)],
                           ignore_recipe_variants=True, output_dir=output_dir, test=test,
-                          package_format="conda:1", compression_threads=2)
+                          package_format="conda:1", compression_threads=2, keep_build=keep_build)
     except Exception as err:
         log = output_dir / "rattler-build-log.txt"
         raise BuildFailed(f"rattler-build failed for {variant_file.stem}: "

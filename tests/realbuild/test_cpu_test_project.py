@@ -36,7 +36,7 @@ def realbuild(realbuild_toolchain: dict) -> dict:
     work, toolchain = realbuild_toolchain["work"], realbuild_toolchain["toolchain"]
     recipe, variant = realbuild_toolchain["recipe"], realbuild_toolchain["cpu_variant"]
     build = build_feedstock(recipe, variant, toolchain.channel, work / "build_artifacts",
-                            environ={"FEEDSTOCK_MAX_JOBS": "2"})
+                            environ={"FEEDSTOCK_MAX_JOBS": "2"}, keep_build=True)
     prefix = work / "elsewhere" / "env"
     install_from_channel(build.output_dir, ["pytorch-cpu", "python 3.11.*"], prefix,
                          extra_channels=[toolchain.channel], cache=work / "pkgs")
@@ -105,3 +105,23 @@ def test_missing_toolchain_package_is_named(realbuild, tmp_path):
         check_channel(realbuild["recipe"], realbuild["variant"], channel)
     assert "has no package 'ninja'" in str(err.value)
     assert "\n" not in str(err.value)
+
+
+def test_the_scikit_build_core_front_end_kept_the_build_across_outputs(realbuild):
+    """PyTorch 2.14's build in rattler-build's own outputs: the staging output configured and
+    compiled the project through scikit-build-core; the pytorch output (its own host
+    environment, its own scikit-build-core) reconfigured into the same build folder, cleared
+    nothing and compiled nothing for the split's Python. (rattler-build keeps one work folder per
+    staging group, so the log that survives is the staging's followed by its last output's.)"""
+    logs = sorted(realbuild["build"].output_dir.glob("bld/*/work/conda_build.log"))
+    text = next((log.read_text(errors="replace") for log in logs if "==> pytorch (megabuild driver)" in
+                 log.read_text(errors="replace")), None)
+    assert text is not None, logs
+    split, pytorch = text.split("==> pytorch (megabuild driver)", 1)
+    assert "front end: ScikitBuildCoreFrontend" in split and "front end: ScikitBuildCoreFrontend" in pytorch
+    assert "Building CXX object CMakeFiles/torch_cpu.dir/" in split  # the core compiled in the staging
+    assert "Configuring CMake" in pytorch and "Build files have been written to: $SRC_DIR/megabuild-build" in pytorch
+    built = [line for line in pytorch.splitlines() if "Building C" in line]
+    assert all("torch_python.dir" in line or "_C.dir" in line for line in built), built
+    for cleared in ("clearing cache", "New isolated environment"):
+        assert cleared not in text
