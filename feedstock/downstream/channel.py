@@ -31,12 +31,13 @@ class TorchBuild:
         return f"pytorch {self.version} {self.build}"
 
 
-def index(channel: Path) -> None:
+def index(channel: Path, shown_as: Path | None = None) -> None:
+    """Index `channel` in place; errors name `shown_as` (the folder the user gave)."""
     proc = subprocess.run([sys.executable, str(INDEXER), "index", str(channel)],
                           capture_output=True, text=True, timeout=600)
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        raise FeedstockError(f"cannot index the channel {channel}: {last}", exit_code=3)
+        raise FeedstockError(f"cannot index the channel {shown_as or channel}: {last}", exit_code=3)
 
 
 def flavour_of(build: str) -> str:
@@ -64,7 +65,7 @@ def indexed_view(channel: Path, views: Path) -> Path:
             os.link(package, link)
         except OSError:  # another filesystem
             shutil.copy2(package, link)
-    index(view)
+    index(view, shown_as=channel)
     return view
 
 
