@@ -88,8 +88,14 @@ class SplitLayout:
 
 
 @pytest.fixture(scope="module")
-def recipe() -> dict[str, RecipeTests]:
-    return {name: recipe_tests(REPO_ROOT, name, python="3.11")
+def recipe(torch_wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, RecipeTests]:
+    """The recipe's tests as rendered for the wheel's release: a feedstock copy bumped back to
+    it (the recipe itself may be newer than the cached 2.13.0 wheel)."""
+    from tests.realbuild.feedstock_build import bumped_feedstock
+
+    version = torch_wheel.name.split("-")[1].split("+")[0]
+    root, _ = bumped_feedstock(tmp_path_factory.mktemp("recipe-at-wheel"), torch_wheel, version)
+    return {name: recipe_tests(root, name, python="3.11")
             for name in (LIBTORCH_OUTPUT, PYTORCH_OUTPUT)}
 
 
