@@ -101,8 +101,9 @@ def test_cuda_toolkit_is_the_machines(cudabuild):
     toolkit's own binary, not the PATH entry), and took the CUDA headers and the libraries it
     links from that toolkit, not from the (empty) CUDA -dev stand-ins of the host environment."""
     exports = cudabuild["toolchain"].activations["cuda-nvcc_linux-64"]
-    caches = [c for c in cudabuild["build"].output_dir.glob("**/build/CMakeCache.txt")
-              if "CMAKE_CUDA_COMPILER:" in c.read_text()]
+    # the build folder: build/ (setup.py) or megabuild-build/ (the scikit-build-core front end)
+    caches = [c for c in cudabuild["build"].output_dir.glob("**/CMakeCache.txt")
+              if c.parent.name in ("build", "megabuild-build") and "CMAKE_CUDA_COMPILER:" in c.read_text()]
     assert caches, "no CMake cache with a CUDA compiler in the build folders"
     compiler = next(line.split("=", 1)[1] for line in caches[0].read_text().splitlines()
                     if line.startswith("CMAKE_CUDA_COMPILER:"))
