@@ -196,7 +196,9 @@ class ScikitBuildCoreFrontend:
 
     def config_settings(self, ctx: BuildContext) -> list[str]:
         """pip's `--config-settings` arguments: the build folder, the build type and the other CMAKE_* defines."""
-        settings = [f"build-dir={self.build_dir(ctx)}"]
+        # install.strip=false: scikit-build-core strips what it installs by default; the setup.py
+        # build did not, and the packages keep the symbol tables they had (backtraces, nm, perf)
+        settings = [f"build-dir={self.build_dir(ctx)}", "install.strip=false"]
         for key, value in sorted(ctx.env.items()):
             if not key.startswith("CMAKE_") or CMAKE_READS_FROM_ENV.match(key):
                 continue

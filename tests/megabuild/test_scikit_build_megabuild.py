@@ -252,6 +252,7 @@ def test_cmake_variables_reach_cmake_through_the_channels_it_reads(tmp_path: Pat
     pairs = dict(s.removeprefix("--config-settings=").split("=", 1) for s in settings)
     assert pairs["build-dir"] == str(src / BUILD_DIR_NAME)
     assert pairs["cmake.build-type"] == "Release"
+    assert pairs["install.strip"] == "false"  # the packages keep their symbol tables, as with setup.py
     assert "cmake.define.CMAKE_JOB_POOLS" in pairs and "cmake.define.CMAKE_PROJECT_INCLUDE" in pairs
     # CMake reads these from the environment itself: not repeated as defines
     assert not [k for k in pairs if k.endswith(("_COMPILER_LAUNCHER", "CMAKE_GENERATOR"))]
