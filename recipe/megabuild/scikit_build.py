@@ -28,6 +28,8 @@ environment itself (generator, compiler launchers = the compile cache, prefix pa
 there, every other `CMAKE_*` (the job pools' `CMAKE_JOB_POOLS`/`CMAKE_PROJECT_INCLUDE`) becomes
 `--config-settings=cmake.define.<KEY>=<value>`, `CMAKE_BUILD_TYPE` becomes `cmake.build-type`, and `MAX_JOBS`
 becomes `CMAKE_BUILD_PARALLEL_LEVEL` (scikit-build-core passes no `-j` to `cmake --build`).
+`install.strip=false` keeps the symbol tables setup.py's build kept (scikit-build-core strips
+by default). `pip --verbose` lets CMake's and Ninja's progress reach the build log.
 
 The split step builds a wheel and stages libtorch from the wheel's `torch/{bin,lib,include,
 share}`: what scikit-build-core installs, since this backend leaves no `build/lib.*`.
