@@ -6,6 +6,7 @@ live in tests/support/ (import them from there, never from this file).
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -20,6 +21,18 @@ for _path in (_REPO_ROOT, _REPO_ROOT / "recipe"):
 from tests.support.feedstock_copy import copy_feedstock  # noqa: E402
 from tests.support.paths import FIXTURES_DIR, REPO_ROOT, TORCH_WHEEL_VERSION  # noqa: E402
 from tests.support.pythons import find_cpythons  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def ctrl_c_as_usual():
+    """Every test starts with Ctrl-C delivered and raising KeyboardInterrupt, and child
+    processes inherit that: a test that ignores or blocks SIGINT (the build runner ignores it
+    while a container runs) must not make a later test's signal go nowhere."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+    signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")

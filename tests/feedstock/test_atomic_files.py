@@ -10,6 +10,14 @@ from feedstock import atomic_files
 from feedstock.atomic_files import replace_files, signals_held
 
 
+@pytest.fixture(autouse=True)
+def python_sigint_handler():
+    """Ctrl-C raises KeyboardInterrupt here, whatever handler an earlier test left installed."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 def test_ctrl_c_during_the_commit_arrives_after_every_rename(tmp_path, monkeypatch):
     files = {tmp_path / f"job{i}.yaml": f"new {i}\n" for i in range(5)}
     for path in files:
