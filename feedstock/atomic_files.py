@@ -26,16 +26,22 @@ def _umask() -> int:
 
 @contextlib.contextmanager
 def signals_held() -> Iterator[None]:
-    """SIGINT and SIGTERM wait until the block ends (then they arrive as usual)."""
+    """SIGINT and SIGTERM wait until the block ends (then they arrive as usual). Python runs
+    signal handlers in the main thread, so a handler that only notes the signal holds it back
+    whichever thread the kernel delivered it to (a signal mask would hold back only one)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    held = {signal.SIGINT, signal.SIGTERM}
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    caught: list[int] = []
+    previous = {signum: signal.signal(signum, lambda number, frame: caught.append(number))
+                for signum in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, signal.SIG_DFL if handler is None else handler)
+        if caught:
+            signal.raise_signal(caught[0])
 
 
 def replace_files(contents: dict[Path, str], remove: Iterable[Path] = ()) -> None:
