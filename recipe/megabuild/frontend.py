@@ -71,10 +71,6 @@ class SetupPyFrontend:
         run_command([ctx.python, "-m", "pip", "install", ".", "--no-deps",
                      "--no-build-isolation", "--disable-pip-version-check"], ctx)
 
-    def layout_dir(self, ctx: BuildContext, target: PythonTarget) -> Path:
-        return find_layout_dir(self.build_dir(ctx), target)
-
-
 def layout_dir(frontend: Frontend, ctx: BuildContext, target: PythonTarget) -> Path:
     """The front end's staged `torch/` folder (setup.py's `build/lib.*/torch` by default)."""
     own = getattr(frontend, "layout_dir", None)

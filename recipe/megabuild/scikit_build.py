@@ -212,7 +212,7 @@ class ScikitBuildCoreFrontend:
         return [f"--config-settings={setting}" for setting in settings]
 
     def _pip(self, ctx: BuildContext, verb: list[str]) -> None:
-        self.check_build_dir(ctx)
+        """pip on the source tree; the callers have checked the build folder first."""
         job_pools.ensure_include(ctx.env)  # CMake reads it at every configure
         # --verbose: pip shows the backend's CMake and Ninja output (the build log's progress;
         # without it an hours-long compile prints nothing)
@@ -248,6 +248,7 @@ class ScikitBuildCoreFrontend:
         log.info(f"unpacked {built[0].name}'s torch/ -> {layout}")
 
     def install(self, ctx: BuildContext) -> None:
+        self.check_build_dir(ctx)
         self._require_backend(ctx)
         self._pip(ctx, ["install"])
 
