@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 
 from .errors import FeedstockError
-from .downstream import cli as downstream_cli
-from .maintain import cli as maintainer_cli
+from .after_build.downstream import cli as downstream_cli
+from .before_build.maintain import cli as maintainer_cli
 
 DESCRIPTION = """\
 Maintainer tools for this feedstock. The data flow is:
@@ -91,7 +91,7 @@ def _add_image_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_image(args: argparse.Namespace) -> int:
-    from .image.build import Options, build
+    from .after_build.image.build import Options, build
 
     start = time.perf_counter()
     result = build(Options(channels=args.channel, flavour=args.flavour, python=args.python, output=args.output,
@@ -129,7 +129,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _cmd_rerender(root: Path, check_only: bool) -> int:
-    from .ci.rerender import check, rerender
+    from .before_build.ci.rerender import check, rerender
 
     start = time.perf_counter()
     if check_only:
@@ -157,7 +157,7 @@ def _cmd_rerender(root: Path, check_only: bool) -> int:
 
 
 def _cmd_render(root: Path, config: str, as_json: bool) -> int:
-    from .render.outputs import format_outputs, render_ci_config
+    from .before_build.render.outputs import format_outputs, render_ci_config
 
     outputs = render_ci_config(root, config)
     if as_json:
@@ -168,7 +168,7 @@ def _cmd_render(root: Path, config: str, as_json: bool) -> int:
 
 
 def _cmd_lint(root: Path) -> int:
-    from .checks.lint import lint
+    from .before_build.checks.lint import lint
 
     findings = lint(root)
     for finding in findings:
@@ -196,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "image":
             return _cmd_image(args)
         if args.command == "parity":
-            from .checks.parity import run as run_parity
+            from .before_build.checks.parity import run as run_parity
             return run_parity(args.feedstock_root)
         if args.command == "downstream":
             return downstream_cli.run(args, args.feedstock_root)

@@ -1,6 +1,6 @@
 """--engine apptainer (or singularity): the config's image through `apptainer exec`, as HPC sites
 without Docker run containers. The feedstock is bound where the Docker build mounts it, so
-scripts/build_steps.sh runs unchanged.
+localbuild/in_container/build_steps.sh runs unchanged.
 
 The image is `docker://<the config's docker_image>` (Apptainer converts and caches it), or a
 local SIF given with --apptainer-image. The container starts with a clean environment

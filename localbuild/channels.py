@@ -31,7 +31,7 @@ def parse_channels(values: list[str] | None) -> tuple[str, ...]:
             if not any(folder.glob("*/repodata.json")):
                 raise LocalBuildError(f"--channel {folder}: not an indexed channel (no "
                                       "<subdir>/repodata.json); index it first, e.g. `python "
-                                      f"scripts/rattler_build_py.py index {folder}`", EXIT_USAGE)
+                                      f"localbuild/in_container/rattler_build_py.py index {folder}`", EXIT_USAGE)
             value = str(folder)
         if value not in channels:
             channels.append(value)

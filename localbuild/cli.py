@@ -35,7 +35,7 @@ EPILOG = """\
 examples:
   build-locally.py                          list configs and ask (on a terminal)
   build-locally.py linux_64_cuda...         one config
-  build-locally.py --all --filter cuda      every config whose name matches 'cuda'
+  build-locally.py --all --filter gpu_backendcuda   every CUDA config (names matching the regex)
   build-locally.py --dry-run --all          what would run: image, command, environment, outputs
   build-locally.py CONFIG --python 3.12 --cuda-arch 9.0 --compile-cache ~/.ccache   fast dev build
   build-locally.py --all --compile-cache redis://cache.example.org:6379   share objects between machines
@@ -288,7 +288,7 @@ def _main(root: Path, args: argparse.Namespace, command_line: str) -> int:
         reasons = "; ".join(f"{plan.name}: {plan.skip_reason}" for plan in plans[:3])
         raise LocalBuildError(f"nothing this machine can build ({reasons})", EXIT_USAGE)
     if slurm is not None:
-        from .slurm_batch import run_slurm
+        from .slurm.batch import run_slurm
 
         signal.signal(signal.SIGTERM, _raise_interrupt)
         return run_slurm(plans, options, args, slurm, environ, args.dry_run, args.wait)
@@ -333,7 +333,7 @@ def _main(root: Path, args: argparse.Namespace, command_line: str) -> int:
 
 def _slurm_options(args: argparse.Namespace):
     """The SlurmOptions of --scheduler slurm (checked now), or None without it."""
-    from .slurm_options import parse_slurm_options
+    from .slurm.options import parse_slurm_options
 
     given = [flag for flag, value in (
         ("--partition", args.partition), ("--account", args.account), ("--time", args.time),
@@ -367,7 +367,7 @@ def _array_task(plans: list, options, args: argparse.Namespace, console: Console
     build_artifacts/ lock (it would serialise the array; the tasks build different configs
     and the final job indexes once), and its summary row left for the final job."""
     from .batch import BatchOptions, Row, run_batch
-    from .slurm_summary import write_result
+    from .slurm.summary import write_result
 
     rows: list[Row] = []
     try:

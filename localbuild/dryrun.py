@@ -23,7 +23,7 @@ def load_renderer() -> tuple[RenderFn | None, type | None, str]:
     """
     try:
         from feedstock.errors import FeedstockError  # type: ignore[import-not-found]
-        from feedstock.render.outputs import render_ci_config  # type: ignore[import-not-found]
+        from feedstock.before_build.render.outputs import render_ci_config  # type: ignore[import-not-found]
     except Exception as exc:  # noqa: BLE001 - the renderer is optional here
         return None, None, f"{type(exc).__name__}: {exc}"
     return render_ci_config, FeedstockError, ""

@@ -97,7 +97,7 @@ def require_image(engine: Engine, image: str, config: str) -> None:
     raise LocalBuildError(
         f"image {image} is not on this machine and cannot be pulled ({reason}); pull it where a "
         f"registry is reachable ({engine.executable} pull {image}, or {engine.executable} load "
-        f"a saved copy), or build a stand-in offline: python3 scripts/stand_in_image.py {config}",
+        f"a saved copy), or build a stand-in offline: python3 devtools/stand_in_image.py {config}",
         EXIT_PREFLIGHT)
 
 

@@ -8,7 +8,7 @@ two indexers over one channel, where the last to finish can drop the other's pac
 repodata.json.
 
 Design: the lock is held for the **whole run** (from before the preflight until exit), not per
-config. Indexing happens inside scripts/build_steps.sh, at the end of every config, so a lock
+config. Indexing happens inside localbuild/in_container/build_steps.sh, at the end of every config, so a lock
 held by this process around the whole batch covers it without the script taking part. A
 per-config lock plus a separate index lock would let two runs build different configs at once,
 but conda-build shares more than the markers and the index between configs in one croot

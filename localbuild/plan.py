@@ -26,7 +26,7 @@ OVERRIDE_VARIABLES = ("FEEDSTOCK_MAX_JOBS", "FEEDSTOCK_HEAVY_JOBS", "FEEDSTOCK_C
 
 ARTIFACTS = "build_artifacts"
 CONTAINER_BACKENDS = ("docker", "apptainer")
-BUILD_SCRIPT = "scripts/build_steps.sh"
+BUILD_SCRIPT = "localbuild/in_container/build_steps.sh"
 MARKER_PREFIX = "conda-forge-build-done-"
 
 

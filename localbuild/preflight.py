@@ -60,7 +60,7 @@ def check_disk(artifacts: Path, plans: list[BuildPlan], min_free_gb: float | Non
 # conda-build checks the pins between outputs of one recipe; before 25.3 it compares build
 # strings literally, so our glob pins (`pytorch <v> <tag>_*_<n>`, `libtorch-cuda-linalg <v>
 # <gpu>_*_<blas>_*`) fail with "Mismatching hashes in recipe" (recipe/README.md, "Builder
-# versions"). scripts/build_steps.sh installs the same minimum in containers.
+# versions"). localbuild/in_container/build_steps.sh installs the same minimum in containers.
 MIN_CONDA_BUILD = (25, 3)
 MIN_CONDA_BUILD_TEXT = ".".join(map(str, MIN_CONDA_BUILD))
 _CONDA_BUILD_VERSION = re.compile(r"conda-build\s+(\d+)\.(\d+)(?:\.(\d+))?")

@@ -2,7 +2,7 @@
 
 In a container the image's conda installs the `rattler-build` executable. With --native it is
 the `rattler-build` on PATH, or else py-rattler-build in a Python that has it (RATTLER_BUILD_PYTHON,
-or the feedstock's .venv), driven by scripts/rattler_build_py.py: this package stays standard
+or the feedstock's .venv), driven by localbuild/in_container/rattler_build_py.py: this package stays standard
 library only, so it never imports rattler_build itself, it only starts that Python.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ from .errors import EXIT_PREFLIGHT, LocalBuildError
 
 TOOLS = ("conda-build", "rattler-build")
 PYTHON_VARIABLE = "RATTLER_BUILD_PYTHON"
-PY_DRIVER = "scripts/rattler_build_py.py"
+PY_DRIVER = "localbuild/in_container/rattler_build_py.py"
 
 
 def native_python(feedstock_root: Path, environ: dict[str, str]) -> str | None:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 UPLOAD_TOKENS = ("BINSTAR_TOKEN", "ANACONDA_API_TOKEN", "STAGING_BINSTAR_TOKEN")
-# The ones scripts/build_steps.sh uploads with; --upload needs one of them.
+# The ones localbuild/in_container/build_steps.sh uploads with; --upload needs one of them.
 UPLOAD_CREDENTIALS = ("BINSTAR_TOKEN", "ANACONDA_API_TOKEN")
 # The compile cache's password: passed (by name) only to builds that use the cache.
 CACHE_CREDENTIALS = ("FEEDSTOCK_COMPILE_CACHE_PASSWORD",)

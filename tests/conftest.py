@@ -144,7 +144,7 @@ def realbuild_toolchain(tmp_path_factory: pytest.TempPathFactory, cpythons: dict
 def wheelbuild(realbuild_toolchain: dict, torch_wheel: Path, pytorch_cmakecache_dir: Path) -> dict:
     """pytorch-cpu 2.13.0 from the real CPU wheel (a feedstock copy bumped back to 2.13.0), built by
     rattler-build and installed by rattler
-    (tests/realbuild/real_packages.py): checked by tests/realbuild, imaged by tests/feedstock/image,
+    (tests/realbuild/real_packages.py): checked by tests/realbuild, imaged by tests/feedstock/after_build/image,
     depended on by tests/realbuild/test_dependents.py."""
     from tests.realbuild.real_packages import cpu_wheel_packages
     from tests.support.toolchain import ToolchainUnavailable

@@ -1,6 +1,6 @@
 """The shared compile cache: ccache, switched on by FEEDSTOCK_COMPILE_CACHE (a URL or a folder).
 
-Why ccache (not sccache): measured on tests/support/megabuild_project (scripts/bench_compile_cache.py,
+Why ccache (not sccache): measured on tests/support/megabuild_project (benchmarks/bench_compile_cache.py,
 --tool sccache for the other): with Redis, ccache 4.7 gave machine B 30/30 hits and the BLAS
 sibling exactly its 3 BLAS compiles; sccache 0.16 gave 37/39 and 5, wrote slower (1.21x vs
 1.03x the uncached build) and needs a server process per build. ccache's `base_dir` makes every

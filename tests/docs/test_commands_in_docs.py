@@ -163,7 +163,7 @@ def test_the_readme_starts_with_the_two_commands():
     first_block = lines[lines.index("```bash") + 1:lines.index("```")]
     assert lines.index("```bash") <= 2
     assert [shlex.split(line, comments=True) for line in first_block] == [
-        ["python3", "build-locally.py", "--all"], ["scripts/run-tests"]]
+        ["python3", "build-locally.py", "--all"], ["devtools/run-tests"]]
 
 
 def test_every_feedstock_and_build_locally_line_is_recognised():
@@ -193,7 +193,7 @@ def test_extraction_rules():
         "python -m feedstock bump 2.14.0 --source x.tar.gz --dry-run",
         "python -m feedstock deps --wheel w.whl --write-docs",
         "python -m feedstock patches refresh --help",
-        "scripts/run-tests",
+        "devtools/run-tests",
         "```",
         "```text",
         "python -m feedstock bump 2.14.0 --source x.tar.gz",

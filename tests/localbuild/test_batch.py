@@ -160,7 +160,7 @@ def test_container_environment_tokens_and_user(fs):
     assert inside["CONFIG_FILE"] == f"/home/conda/feedstock_root/.ci_support/{CUDA129}.yaml"
     assert inside["EXTRA_FROM_ARGS"] == "1" and "--shm-size" in run["argv"]
     assert run["image"] == CUDA_IMAGE
-    assert run["command"] == ["bash", "/home/conda/feedstock_root/scripts/build_steps.sh"]
+    assert run["command"] == ["bash", "/home/conda/feedstock_root/localbuild/in_container/build_steps.sh"]
     assert "--privileged" not in run["argv"] and "--gpus" not in run["argv"]
     assert not any(name in inside for name in TOKENS)
     text = json.dumps(fs.calls())
@@ -409,7 +409,7 @@ def test_marker_that_cannot_be_removed_fails_the_config_in_one_line(fs):
 
 def test_container_runs_the_real_build_steps(fs, tmp_path):
     """Only the engine is fake: its `run` executes the container's command on this host with
-    the mounts mapped, so build-locally.py -> `docker run` -> scripts/build_steps.sh -> conda
+    the mounts mapped, so build-locally.py -> `docker run` -> localbuild/in_container/build_steps.sh -> conda
     (tests/support/fake_docker/fake_conda.py) runs for real, environment and paths included."""
     install_fake_conda(fs.bin_dir)
     conda_log = tmp_path / "conda-calls.jsonl"

@@ -201,11 +201,13 @@ def test_dry_run_uses_the_renderer_when_importable(fs):
     package.mkdir()
     (package / "__init__.py").write_text("")
     (package / "errors.py").write_text("class FeedstockError(Exception):\n    pass\n")
-    (package / "render").mkdir()
-    (package / "render" / "__init__.py").write_text("")
-    (package / "render" / "outputs.py").write_text(
+    render = package / "before_build" / "render"
+    render.mkdir(parents=True)
+    (package / "before_build" / "__init__.py").write_text("")
+    (render / "__init__.py").write_text("")
+    (render / "outputs.py").write_text(
         "from dataclasses import dataclass\n"
-        "from ..errors import FeedstockError\n"
+        "from ...errors import FeedstockError\n"
         "@dataclass\nclass RenderedOutput:\n    name: str\n    version: str\n    build_string: str\n"
         "    variant: dict\n"
         "def render_ci_config(root, name):\n"

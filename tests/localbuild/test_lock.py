@@ -1,7 +1,7 @@
 """Two build-locally.py runs on one build_artifacts/: the lock makes the second wait (or, with
 --no-wait, refuse), so markers, logs and the channel index are never written by both at once.
 
-Real processes: build-locally.py -> fake `docker run` -> scripts/build_steps.sh -> fake conda,
+Real processes: build-locally.py -> fake `docker run` -> localbuild/in_container/build_steps.sh -> fake conda,
 whose `conda index` lists the channel, works a while, then writes repodata.json (and records
 whether another indexer was running meanwhile).
 """

@@ -1,4 +1,4 @@
-"""scripts/build_steps.sh (the in-container build) and `build-locally.py --native`, with a
+"""localbuild/in_container/build_steps.sh (the in-container build) and `build-locally.py --native`, with a
 fake `conda` on PATH: real bash, real files, the marker written only after every step."""
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def run_steps(fs, config: str = CPU_MKL, **extra: str) -> subprocess.CompletedPr
                  CHANNEL_SOURCES="conda-forge/label/rc,conda-forge",
                  FAKE_CONDA_LOG=str(fs.root.parent / "conda-calls.jsonl"), **extra)
     env.pop("CONDA_BLD_PATH", None)
-    return subprocess.run(["bash", str(fs.root / "scripts" / "build_steps.sh")], env=env,
+    return subprocess.run(["bash", str(fs.root / "localbuild" / "in_container" / "build_steps.sh")], env=env,
                           cwd=fs.root, capture_output=True, text=True, timeout=60)
 
 

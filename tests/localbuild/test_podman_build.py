@@ -1,5 +1,5 @@
 """build-locally.py in a real container engine: podman with this machine's private configuration,
-the stand-in build image from scripts/stand_in_image.py, the feedstock's recipe.yaml building
+the stand-in build image from devtools/stand_in_image.py, the feedstock's recipe.yaml building
 the PyTorch-shaped test project with rattler-build against the local toolchain channel (given
 with --channel; the config itself keeps conda-forge as its channel_sources).
 
@@ -139,7 +139,7 @@ def test_a_missing_image_is_one_line_saying_how_to_build_it(rig):
     assert proc.returncode == 3, proc.stdout + proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: image localhost/feedstock-not-here:1 "), lines
-    assert f"scripts/stand_in_image.py {NO_IMAGE}" in lines[0]
+    assert f"devtools/stand_in_image.py {NO_IMAGE}" in lines[0]
     assert not (rig.artifacts / f"{NO_IMAGE}-log.txt").exists()
 
 

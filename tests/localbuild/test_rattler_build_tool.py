@@ -1,5 +1,5 @@
 """`build-locally.py --tool rattler-build`: the container gets BUILD_TOOL and installs rattler-build,
---native runs rattler-build or py-rattler-build (scripts/rattler_build_py.py), --dry-run shows the
+--native runs rattler-build or py-rattler-build (localbuild/in_container/rattler_build_py.py), --dry-run shows the
 tool's exact command, and a missing tool is one line (exit 3) before anything starts.
 
 A real native build is not run here: it needs the local toolchain channel (minutes);
@@ -84,7 +84,7 @@ def test_container_run_passes_build_tool_to_the_build_script(fs):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     [run] = fs.runs()
     assert "BUILD_TOOL=rattler-build" in option_values(run["argv"], "-e")
-    assert run["argv"][-2:] == ["bash", "/home/conda/feedstock_root/scripts/build_steps.sh"]
+    assert run["argv"][-2:] == ["bash", "/home/conda/feedstock_root/localbuild/in_container/build_steps.sh"]
 
 
 def test_rattler_build_does_not_combine_with_conda_build_only_modes(fs):
@@ -105,7 +105,7 @@ def test_native_dry_run_shows_the_py_rattler_build_command(fs):
     env = fs.env(RATTLER_BUILD_PYTHON=python)
     proc = fs.run(CPU_MKL, "--native", "--tool", "rattler-build", "--dry-run", env=env)
     assert proc.returncode == 0, proc.stderr
-    runner = [python, str(fs.root / "scripts" / "rattler_build_py.py")]
+    runner = [python, str(fs.root / "localbuild" / "in_container" / "rattler_build_py.py")]
     command = expected_command(runner, str(fs.root / "recipe"), str(fs.root))
     assert f"build tool:   {command}\n" in proc.stdout
     for line in ("  BUILD_TOOL=rattler-build", f"  RATTLER_BUILD_PYTHON={python}", "  LOCALBUILD_NATIVE=1"):
@@ -119,7 +119,7 @@ def test_native_finds_the_feedstock_venv_without_the_variable(fs):
     venv_python.symlink_to(python_with_rattler_build())
     proc = fs.run(CPU_MKL, "--native", "--tool", "rattler-build", "--dry-run")
     assert proc.returncode == 0, proc.stderr
-    assert f"build tool:   {shlex.quote(str(venv_python))} {fs.root}/scripts/rattler_build_py.py build" in proc.stdout
+    assert f"build tool:   {shlex.quote(str(venv_python))} {fs.root}/localbuild/in_container/rattler_build_py.py build" in proc.stdout
 
 
 @pytest.mark.parametrize("python", ["missing", "bare"])
@@ -160,7 +160,7 @@ def test_build_steps_runs_py_rattler_build_and_a_failure_leaves_no_marker(fs):
     env = fs.env(FEEDSTOCK_ROOT=str(fs.root), RECIPE_ROOT=str(fs.root / "recipe"), CONFIG=CPU_MKL,
                  CHANNEL_SOURCES=str(channel), LOCALBUILD_NATIVE="1",
                  BUILD_TOOL="rattler-build", RATTLER_BUILD_PYTHON=python)
-    proc = subprocess.run(["bash", str(fs.root / "scripts" / "build_steps.sh")], env=env, cwd=fs.root,
+    proc = subprocess.run(["bash", str(fs.root / "localbuild" / "in_container" / "build_steps.sh")], env=env, cwd=fs.root,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0
     assert "error: rattler-build failed" in proc.stderr and "does-not-exist" in proc.stderr
@@ -171,7 +171,7 @@ def test_py_driver_indexes_a_channel(tmp_path):
     python = python_with_rattler_build()
     channel = tmp_path / "channel"
     (channel / "linux-64").mkdir(parents=True)
-    proc = subprocess.run([python, str(REPO_ROOT / "scripts" / "rattler_build_py.py"), "index", str(channel)],
+    proc = subprocess.run([python, str(REPO_ROOT / "localbuild" / "in_container" / "rattler_build_py.py"), "index", str(channel)],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     data = json.loads((channel / "noarch" / "repodata.json").read_text())

@@ -6,7 +6,7 @@ the feedstock's recipe.yaml (source: the PyTorch-shaped tests/support/megabuild_
 The toolchain channel's cuda-nvcc_linux-64 points CUDACXX at the real nvcc, so the test
 project's cuda/Kernels.cu is compiled for the driver's TORCH_CUDA_ARCH_LIST against the real
 CUDA headers and links the real cudart of that toolkit; the CUDA -dev host packages are empty
-stand-ins (the test project links none of them). Like scripts/build_steps.sh, the build runs
+stand-ins (the test project links none of them). Like localbuild/in_container/build_steps.sh, the build runs
 with CONDA_OVERRIDE_CUDA set to the job's CUDA version: the host environments of
 libtorch-cuda-linalg and pytorch contain libtorch, which requires `__cuda`.
 

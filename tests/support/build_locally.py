@@ -92,15 +92,13 @@ class Feedstock:
 
 
 def make_feedstock(tmp_path: Path, configs: dict[str, dict] | None = None) -> Feedstock:
-    """A feedstock tree: build-locally.py, localbuild/, scripts/ copied from the repository,
+    """A feedstock tree: build-locally.py, localbuild/ (with its in-container stage) copied from the repository,
     .ci_support/ written from ``configs`` ({name: config_yaml kwargs}), a stub recipe/ (with the
     driver's package)."""
     root = tmp_path / "feedstock"
     root.mkdir()
     shutil.copy2(REPO_ROOT / "build-locally.py", root / "build-locally.py")
     shutil.copytree(REPO_ROOT / "localbuild", root / "localbuild",
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copytree(REPO_ROOT / "scripts", root / "scripts",
                     ignore=shutil.ignore_patterns("__pycache__"))
     # the driver's package: build-locally reads its arch tables (--dry-run, --cuda-arch checks)
     shutil.copytree(REPO_ROOT / "recipe" / "megabuild", root / "recipe" / "megabuild",

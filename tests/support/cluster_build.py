@@ -5,7 +5,7 @@ Configs (one Python each, this machine's compiler and glibc): a Python pair of t
 job (3.12 and 3.11: the same C++ core, another extension), a copy that fails at once (Python
 3.99: nothing to solve), and a copy meant to be cancelled while it runs. (The cpu/mkl job does
 not resolve against these stand-ins yet: libtorch's run `libblas * *mkl`; see
-`extra_stand_ins`, which the benchmark uses to try it.) Used by tests/localbuild/test_slurm_array.py and scripts/bench_cluster.py.
+`extra_stand_ins`, which the benchmark uses to try it.) Used by tests/localbuild/slurm/test_slurm_array.py and benchmarks/bench_cluster.py.
 """
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Real containers for the tests: podman with this machine's private configuration
-(scripts/podman_config.py), the stand-in build image (scripts/stand_in_image.py) and a feedstock
+(devtools/podman_config.py), the stand-in build image (devtools/stand_in_image.py) and a feedstock
 tree whose recipe builds the PyTorch-shaped test project.
 
 `podman_unavailable()` says why the machine cannot run them (the tests skip with that), `Podman`
@@ -23,7 +23,7 @@ FAILING, FAILING_TOO, INTERRUPTED, NO_IMAGE = ("linux_64_failing", "linux_64_fai
                                                "linux_64_interrupted", "linux_64_no_image")
 # what the feedstock tree for a real build-locally run holds (the rest of the repository is
 # not read by build-locally or build_steps.sh)
-TREE = ("build-locally.py", "localbuild", "scripts", "requirements-dev.txt")
+TREE = ("build-locally.py", "localbuild", "devtools", "requirements-dev.txt")
 
 
 def podman_unavailable() -> str | None:
@@ -52,8 +52,8 @@ class Podman:
 
 
 def private_podman(folder: Path) -> Podman:
-    """podman configured by scripts/podman_config.py, its image store under folder."""
-    sys.path.insert(0, str(REPO_ROOT / "scripts"))
+    """podman configured by devtools/podman_config.py, its image store under folder."""
+    sys.path.insert(0, str(REPO_ROOT / "devtools"))
     try:
         from podman_config import write_config
     finally:
@@ -64,8 +64,8 @@ def private_podman(folder: Path) -> Podman:
 
 
 def build_stand_in_image(podman: Podman, root: Path, config: str, pythons: list[Path]) -> str:
-    """scripts/stand_in_image.py in the tree (its rootfs tar cached outside the repository)."""
-    args = [sys.executable, str(root / "scripts" / "stand_in_image.py"), config]
+    """devtools/stand_in_image.py in the tree (its rootfs tar cached outside the repository)."""
+    args = [sys.executable, str(root / "devtools" / "stand_in_image.py"), config]
     for python in pythons:
         args += ["--host-python", str(python)]
     proc = subprocess.run(args, env=podman.env, capture_output=True, text=True, timeout=1200)
@@ -75,7 +75,7 @@ def build_stand_in_image(podman: Podman, root: Path, config: str, pythons: list[
 
 
 def podman_feedstock(root: Path, recipe_source: Path, configs: dict[str, str]) -> Path:
-    """build-locally.py, localbuild/, scripts/, recipe/ (its source: the test project, copied
+    """build-locally.py, localbuild/, devtools/, recipe/ (its source: the test project, copied
     into recipe/ so that one relative path is right on the host and in the container) and
     .ci_support/ with the given {name: text} configs."""
     from tests.realbuild.feedstock_build import override_source

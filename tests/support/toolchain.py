@@ -234,7 +234,7 @@ def stand_in_output(spec: Spec) -> dict:
 def index_channel(channel: Path) -> None:
     """repodata.json for every subdir, by the feedstock's own index command in a child process
     (py-rattler can crash the interpreter that indexed when it exits; see rattler_build_py.py)."""
-    subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "rattler_build_py.py"), "index", str(channel)],
+    subprocess.run([sys.executable, str(REPO_ROOT / "localbuild" / "in_container" / "rattler_build_py.py"), "index", str(channel)],
                    check=True, timeout=300)
 
 

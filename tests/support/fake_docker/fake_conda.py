@@ -1,4 +1,4 @@
-"""A stand-in for `conda` (build, debug, index, install) in tests of scripts/build_steps.sh
+"""A stand-in for `conda` (build, debug, index, install) in tests of localbuild/in_container/build_steps.sh
 and `build-locally.py --native`; no conda channel is reachable here.
 
 Each call appends a JSON record to $FAKE_CONDA_LOG: {"argv": [...], "marker_exists": bool,

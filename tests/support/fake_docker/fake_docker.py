@@ -18,7 +18,7 @@ Behaviour is chosen by environment variables:
       exec      run the container's command for real on this host, as a bind mount would
                 see it: container paths of the -v mounts in the command and the -e values
                 become their host paths, and the environment is the -e values plus PATH,
-                HOME and FAKE_CONDA_* (so scripts/build_steps.sh runs with tests' fake conda)
+                HOME and FAKE_CONDA_* (so localbuild/in_container/build_steps.sh runs with tests' fake conda)
   FAKE_DOCKER_RECORD_ENV=A,B   client environment variables to record (values)
 """
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The recipe's own test section for the outputs the layout test reproduces.
 
-The recipe is rendered with the feedstock's renderer (feedstock.render, the same code behind
+The recipe is rendered with the feedstock's renderer (feedstock.before_build.render, the same code behind
 `python -m feedstock render`) for the linux-64 CPU, generic-BLAS job, the variant the real CPU
 wheel stands in for. The test commands are split by what they need: file checks (`test ...`)
 that a shell evaluates against the prefix, runtime commands (Python, pip, entry points) run with
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from feedstock.render.outputs import render_ci_config
+from feedstock.before_build.render.outputs import render_ci_config
 
 WHEEL_VARIANT = {"target_platform": "linux-64", "gpu_backend": "cpu", "blas_impl": "generic"}
 

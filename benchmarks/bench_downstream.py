@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""Benchmark: the dependents built and tested against our packages, and the same against a plain
+pip virtual environment of the same torch.
+
+    .venv/bin/python benchmarks/bench_downstream.py --channel CHANNEL... [--with-channel CH]... \\
+        [--variant JOB.yaml] [--env gpu=PREFIX] [--venv 2.13.0=VENV]... [NAME ...]
+
+- ours: `python -m feedstock downstream` (in-process): rattler installs our pytorch, pip adds a
+  wheel, or rattler-build builds a conda package which rattler installs; then the tests;
+- pip: a venv per torch version (`pip install torch==<version>` with pip's configured indexes,
+  or --venv VERSION=DIR), where pip installs the wheel or builds the sdist
+  (`--no-build-isolation`, as against our packages) and the same tests run.
+
+Each dependent's time covers its install or build and its tests, not the making of the base
+environment. Last line: `downstream: N dependents, M passed; time ratio X.XX` (ours / pip,
+summed over the dependents both sides ran; M counts ours).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from feedstock.after_build.downstream import pip_wheel  # noqa: E402
+from feedstock.after_build.downstream.catalog import Dependent, dependents_test_dir, load_catalog  # noqa: E402
+from feedstock.after_build.downstream.environment import clean_environ  # noqa: E402
+from feedstock.after_build.downstream.run import Options, run  # noqa: E402
+from feedstock.after_build.downstream.sources import default_cache, fetch  # noqa: E402
+from feedstock.after_build.downstream.testrun import import_error, run_pytest  # noqa: E402
+
+CATALOG = ROOT / "recipe" / "dependents.yaml"
+
+
+def make_venv(version: str, dest: Path, python: str) -> Path:
+    subprocess.run([python, "-m", "venv", str(dest)], check=True)
+    subprocess.run([str(dest / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                    f"torch=={version}", "setuptools", "pytest"], check=True, env=clean_environ())
+    return dest
+
+
+def pip_side(dependent: Dependent, venv: Path, cache: Path, work: Path) -> tuple[float, str]:
+    """(seconds, result) of installing or building the dependent in the venv and testing it."""
+    python = venv / "bin" / "python"
+    cwd = work / dependent.name
+    shutil.rmtree(cwd, ignore_errors=True)
+    cwd.mkdir(parents=True)
+    start = time.monotonic()
+    try:
+        if dependent.kind == "pip-wheel":
+            pip_wheel.install(python, dependent, [], cwd)
+        else:
+            target = fetch(dependent.source, cache)
+            extra = ["--no-build-isolation"] if dependent.kind == "conda-sdist" else []
+            subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps",
+                            *extra, str(target), *dependent.test_requires], check=True, cwd=cwd,
+                           env=clean_environ({"MAX_JOBS": "2", **dependent.build_env}, python))
+    except (subprocess.CalledProcessError, pip_wheel.PipRefused) as err:
+        return time.monotonic() - start, f"install failed: {err}"
+    if import_error(python, dependent.imports, cwd):
+        return time.monotonic() - start, "import failed"
+    if dependent.test_pyargs:
+        counts = run_pytest(python, list(dependent.test_pyargs), cwd, dict(dependent.test_env), pyargs=True)
+    else:
+        for name in dependent.test_files:
+            shutil.copy2(dependent_file(name), cwd / name)
+        counts = run_pytest(python, list(dependent.test_files), cwd, dict(dependent.test_env))
+    result = "passed" if counts.failed == 0 and counts.passed else "failed"
+    return time.monotonic() - start, f"{result} ({counts.passed}/{counts.failed}/{counts.skipped})"
+
+
+def dependent_file(name: str) -> Path:
+    return dependents_test_dir(CATALOG) / name
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("names", nargs="*")
+    parser.add_argument("--channel", type=Path, action="append", required=True,
+                        help="a channel with our packages (repeatable: a CPU and a GPU build folder)")
+    parser.add_argument("--with-channel", type=Path, action="append", default=[])
+    parser.add_argument("--variant", type=Path)
+    parser.add_argument("--env", action="append", default=[], metavar="FLAVOUR=PREFIX")
+    parser.add_argument("--venv", action="append", default=[], metavar="VERSION=DIR",
+                        help="an existing venv with torch VERSION (default: one is made)")
+    parser.add_argument("--python", default=shutil.which("python3.11") or sys.executable,
+                        help="the interpreter of the venvs (the wheels are cp311)")
+    parser.add_argument("--work", type=Path)
+    args = parser.parse_args(argv)
+    work = args.work or Path(tempfile.mkdtemp(prefix="bench-downstream-"))
+    cache = default_cache()
+    envs = {k: Path(v) for k, _, v in (e.partition("=") for e in args.env)}
+    options = Options(catalog=CATALOG, channels=args.channel, with_channels=args.with_channel, names=args.names,
+                      work=work / "ours", cache=cache, variant=args.variant, envs=envs)
+    rows, _ = run(options)
+    catalog = {d.name: d for d in load_catalog(CATALOG)}
+    venvs = {k: Path(v) for k, _, v in (e.partition("=") for e in args.venv)}
+    ours_total = pip_total = 0.0
+    print(f"{'dependent':<15} {'ours':>8} {'pip':>8}  ours result / pip result")
+    for row in rows:
+        if row.result in ("skipped", "unknown"):
+            print(f"{row.name:<15} {'-':>8} {'-':>8}  {row.result}: {row.note}")
+            continue
+        version = row.against.split()[0]
+        if version not in venvs:
+            venvs[version] = make_venv(version, work / f"venv-{version}", args.python)
+        seconds, result = pip_side(catalog[row.name], venvs[version], cache, work / "pip")
+        ours_total += row.seconds
+        pip_total += seconds
+        print(f"{row.name:<15} {row.seconds:>7.0f}s {seconds:>7.0f}s  {row.result} "
+              f"({row.passed}/{row.failed}/{row.skipped}) / {result}", flush=True)
+    ratio = ours_total / pip_total if pip_total else float("nan")
+    passed = sum(row.ok for row in rows)
+    print(f"downstream: {len(rows)} dependents, {passed} passed; time ratio {ratio:.2f}")
+    return 0 if passed == len(rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""What uses the built packages: runtime container images and the downstream matrix."""

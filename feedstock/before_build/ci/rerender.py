@@ -1,0 +1,67 @@
+"""``rerender``: regenerate ``.ci_support/`` and the CI workflow from the recipe, the variant
+config files, conda-forge.yml and ci-runners.yml."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ...layout import Feedstock, load_feedstock
+from ..render.selector_check import refuse_bad_selectors
+from ..render.variants import analyse_platform
+from .jobs import CiJob, platform_jobs
+from .support import Drift, compare, expected_files, write_atomically
+from .workflow import WORKFLOW_PATH, expected_workflow, workflow_state
+
+
+def compute_jobs(feedstock: Feedstock) -> list[CiJob]:
+    """Every CI job of every platform, sorted by name (config -> variants -> jobs)."""
+    jobs: list[CiJob] = []
+    for platform in feedstock.platforms():
+        jobs += platform_jobs(feedstock, analyse_platform(feedstock, platform))
+    return sorted(jobs, key=lambda job: job.name)
+
+
+def protected_files(feedstock: Feedstock) -> set[str]:
+    """Files in .ci_support that are inputs, not generated (a pinning file kept there)."""
+    pinning = feedstock.pinning_file
+    if pinning and pinning.parent == feedstock.ci_support:
+        return {pinning.name}
+    return set()
+
+
+def ci_drift(feedstock: Feedstock, jobs: list[CiJob]) -> Drift:
+    """How .ci_support/ differs from the files of ``jobs`` (a protected input is not stale)."""
+    drift = compare(feedstock.ci_support, expected_files(jobs))
+    protected = protected_files(feedstock)
+    drift.extra = [n for n in drift.extra if n not in protected]
+    return drift
+
+
+def check(root: Path) -> Drift:
+    """What would change (.ci_support/ and the workflow); writes nothing."""
+    feedstock = load_feedstock(root)
+    refuse_bad_selectors(feedstock, "rerender --check")
+    jobs = compute_jobs(feedstock)
+    drift = ci_drift(feedstock, jobs)
+    state = workflow_state(feedstock, expected_workflow(feedstock, jobs))
+    if state:
+        drift.other[WORKFLOW_PATH] = state
+    return drift
+
+
+def rerender(root: Path) -> tuple[list[CiJob], Drift]:
+    """Compute everything first (any error leaves .ci_support untouched), then write atomically."""
+    feedstock = load_feedstock(root)
+    refuse_bad_selectors(feedstock, "rerender")
+    jobs = compute_jobs(feedstock)
+    workflow = expected_workflow(feedstock, jobs)
+    expected = expected_files(jobs)
+    for name in protected_files(feedstock):
+        # keep the input file: pretend it is expected as it is
+        expected[name] = (feedstock.ci_support / name).read_text()
+    state = workflow_state(feedstock, workflow)
+    # one commit for .ci_support/ and the workflow: an interruption leaves both old or both new
+    drift = write_atomically(feedstock.ci_support, expected,
+                             also={feedstock.root / WORKFLOW_PATH: workflow} if state else None)
+    if state:
+        drift.other[WORKFLOW_PATH] = state
+    return jobs, drift

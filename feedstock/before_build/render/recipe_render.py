@@ -1,0 +1,132 @@
+"""Render meta.yaml for one variant: selectors, then Jinja2 (conda-build's functions), then YAML.
+
+The result is plain data: the top-level metadata and its outputs, as dicts. Finding used
+variables and computing build strings happen elsewhere (used_vars, render).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Mapping
+
+import jinja2
+import yaml
+
+from ...errors import FeedstockError
+from ...platforms import Platform, environ_with, selector_namespace
+from .jinja_functions import make_functions
+from .selectors import select_lines
+
+# conda-build fills PKG_HASH in later; until then the build string carries this placeholder
+HASH_PLACEHOLDER = "1234567"
+
+
+@dataclass
+class RecipeVariantRender:
+    """meta.yaml rendered for one variant."""
+
+    top: dict[str, Any]
+    outputs: list[dict[str, Any]]
+    namespace: dict[str, Any] = field(repr=False)
+
+    @property
+    def skipped(self) -> bool:
+        return bool((self.top.get("build") or {}).get("skip"))
+
+
+@lru_cache(maxsize=8)
+def _jinja_env() -> jinja2.Environment:
+    return jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+
+
+@lru_cache(maxsize=64)
+def _template(text: str) -> jinja2.Template:
+    return _jinja_env().from_string(text)
+
+
+def _python_short(variant: Mapping[str, Any]) -> tuple[str, str]:
+    python = str(variant.get("python", "3.12")).split(" ")[0]
+    major, minor = (python.split(".") + ["0"])[:2]
+    return f"{major}.{minor}", f"{major}{minor}"
+
+
+def jinja_context(platform: Platform, variant: Mapping[str, Any], recipe_dir: Path,
+                  subpackages: Mapping[str, tuple[str, str]] | None,
+                  environ: Mapping[str, str] | None, build_platform: Platform | None) -> dict[str, Any]:
+    py_ver, conda_py = _python_short(variant)
+    numpy = str(variant.get("numpy", "1.26")).split(" ")[0]
+    context: dict[str, Any] = dict(variant)
+    context.update(
+        environ=environ_with(environ),
+        os=os,
+        target_platform=str(variant.get("target_platform", platform.subdir)),
+        build_platform=(build_platform or platform).subdir,
+        PY_VER=py_ver,
+        CONDA_PY=conda_py,
+        NPY_VER=".".join(numpy.split(".")[:2]),
+        CONDA_NPY="".join(numpy.split(".")[:2]),
+        PKG_HASH=HASH_PLACEHOLDER,
+        RECIPE_DIR=str(recipe_dir),
+    )
+    context.update(make_functions(platform, variant, recipe_dir, subpackages))
+    return context
+
+
+def render_recipe_text(raw: str, platform: Platform, variant: Mapping[str, Any], recipe_dir: Path,
+                       subpackages: Mapping[str, tuple[str, str]] | None = None,
+                       environ: Mapping[str, str] | None = None,
+                       build_platform: Platform | None = None) -> RecipeVariantRender:
+    """Selectors, Jinja2 and YAML for one variant; errors are one line naming meta.yaml."""
+    namespace = selector_namespace(platform, variant, build_platform, environ_with(environ))
+    selected = select_lines(raw, namespace, "recipe/meta.yaml")
+    context = jinja_context(platform, variant, recipe_dir, subpackages, environ, build_platform)
+    try:
+        text = _template(selected).render(**context)
+    except jinja2.UndefinedError as err:
+        raise FeedstockError(f"recipe/meta.yaml: {err.message} on {platform.subdir}; "
+                             "define it in conda_build_config.yaml or the pinning file")
+    except jinja2.TemplateSyntaxError as err:
+        raise FeedstockError(f"recipe/meta.yaml:{err.lineno}: Jinja2 syntax error: {err.message}")
+    except FeedstockError:
+        raise
+    except Exception as err:  # recipe code raised: report it as one line
+        raise FeedstockError(f"recipe/meta.yaml: rendering failed on {platform.subdir} "
+                             f"({type(err).__name__}: {err})")
+    try:
+        top = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at rendered line {mark.line + 1}" if mark else ""
+        raise FeedstockError(f"recipe/meta.yaml: rendered text is not valid YAML{where} on "
+                             f"{platform.subdir} ({getattr(err, 'problem', err)}); check quoting and indentation")
+    if not isinstance(top, dict):
+        raise FeedstockError("recipe/meta.yaml: does not render to a mapping")
+    if not isinstance(top.get("outputs") or [], list):
+        raise FeedstockError(f"recipe/meta.yaml: outputs must be a list of mappings on {platform.subdir}; "
+                             "fix the recipe")
+    outputs = [o for o in (top.get("outputs") or []) if isinstance(o, dict)]
+    _check_build_numbers(top, outputs, platform)
+    return RecipeVariantRender(top=top, outputs=outputs, namespace=namespace)
+
+
+def _check_build_numbers(top: dict, outputs: list[dict], platform: Platform) -> None:
+    """Build numbers are non-negative integers (later steps add to them and sort by them)."""
+    owners = [("the top level", top)] + [(f"output '{o.get('name')}'", o) for o in outputs]
+    for owner, data in owners:
+        build = data.get("build")
+        number = build.get("number") if isinstance(build, dict) else None
+        valid = ((isinstance(number, int) and not isinstance(number, bool) and number >= 0)
+                 or (isinstance(number, str) and number.strip().isdigit()))
+        if number is not None and not valid:
+            raise FeedstockError(f"recipe/meta.yaml: build/number of {owner} is {number!r} on "
+                                 f"{platform.subdir}; it must be a non-negative integer")
+
+
+def read_recipe(recipe_dir: Path) -> str:
+    path = recipe_dir / "meta.yaml"
+    try:
+        return path.read_text()
+    except OSError:
+        raise FeedstockError(f"{path} not found; run from the feedstock root (the folder with recipe/)")

@@ -1,0 +1,144 @@
+"""Line selectors (``- foo  # [linux and not aarch64]``): find them, check them, apply them.
+
+Semantics follow conda-build: a selector is a bracketed expression at the end of a line
+(optionally after ``#``); comment lines become blank; a name the namespace does not define
+counts as False. The expression language is Python's, evaluated without builtins.
+"""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Mapping
+
+from ...errors import FeedstockError
+
+
+@dataclass(frozen=True)
+class SelectorLine:
+    lineno: int          # 1-based line number in the source file
+    text: str            # the line without its selector (comment lines: "")
+    selector: str | None
+
+
+@lru_cache(maxsize=256)
+def split_selectors(text: str) -> tuple[SelectorLine, ...]:
+    """Every line of ``text`` with its selector separated (cached: recipes are re-selected often)."""
+    lines = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        line = line.rstrip()
+        if not line or line.lstrip().startswith("#"):
+            lines.append(SelectorLine(number, "", None))
+            continue
+        quote = line[-1] if line[-1] in ("'", '"') else ""
+        found = _find_selector(line) if ("[" in line and "]" in line) else None
+        if found:
+            lines.append(SelectorLine(number, (found[0] + quote).rstrip(), found[1]))
+        else:
+            lines.append(SelectorLine(number, line, None))
+    return tuple(lines)
+
+
+def _find_selector(line: str) -> tuple[str, str] | None:
+    """(text, selector) when ``line`` ends in a ``[selector]``, else None.
+
+    The rule conda-build applies: the text is the shortest start of the line (at least one
+    character) after which, past optional blanks, comes either ``[expr]`` closing the line, or
+    a ``#`` comment holding a ``[expr]`` (the last one possible) followed only by text without
+    parentheses (so a markdown link ``[x](url)`` is not a selector). ``expr`` has no brackets.
+    """
+    length = len(line)
+    for cut in range(1, length):
+        start = cut
+        while start < length and line[start].isspace():
+            start += 1
+        if start >= length:
+            return None
+        if line[start] == "#":
+            found = _last_bracket_before_plain_tail(line, start + 1)
+            if found:
+                return line[:cut], found
+        elif line[start] == "[":
+            close = line.find("]", start + 1)
+            inner = line[start + 1:close] if close > start else ""
+            if close == length - 1 and inner and "[" not in inner:
+                return line[:cut], inner
+    return None
+
+
+def _last_bracket_before_plain_tail(line: str, lower: int) -> str | None:
+    """The content of the last ``[...]`` at or after ``lower`` whose tail has no parentheses."""
+    opening = line.rfind("[", lower)
+    while opening >= lower:
+        close = line.find("]", opening + 1)
+        inner = line[opening + 1:close] if close > opening else ""
+        tail = line[close + 1:] if close > opening else ""
+        if inner and "[" not in inner and "(" not in tail and ")" not in tail:
+            return inner
+        opening = line.rfind("[", lower, opening)
+    return None
+
+
+# the few builtins a selector may reasonably call
+_BUILTINS = {"int": int, "str": str, "float": float, "len": len, "bool": bool}
+
+
+@lru_cache(maxsize=1024)
+def _compile(selector: str):
+    return compile(selector.strip(), "<selector>", "eval")
+
+
+def check_selector(selector: str) -> str | None:
+    """None when ``selector`` parses as an expression, else the parser's complaint."""
+    try:
+        _compile(selector)
+    except SyntaxError as err:
+        return err.msg
+    return None
+
+
+def selector_names(selector: str) -> set[str]:
+    """The bare names a (parseable) selector reads, e.g. ``{"linux", "cuda_compiler_version"}``."""
+    tree = ast.parse(selector.strip(), mode="eval")
+    return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
+
+
+def evaluate(selector: str, namespace: Mapping[str, Any], where: str = "") -> bool:
+    """Truth of one selector; unknown names are False (as in conda-build)."""
+    try:
+        code = _compile(selector)
+    except SyntaxError as err:
+        raise FeedstockError(f"{where}: selector [{selector}] does not parse ({err.msg}); "
+                             "fix the expression, e.g. [linux and x86_64]")
+    # names the namespace lacks read as False; attribute names in co_names are harmless here
+    scope = {name: False for name in code.co_names if name not in namespace}
+    scope.update(namespace)
+    try:
+        return bool(eval(code, {"__builtins__": _BUILTINS}, scope))
+    except Exception as err:  # a selector is user code: report any failure as one line
+        raise FeedstockError(f"{where}: selector [{selector}] fails ({type(err).__name__}: {err}); "
+                             "fix the expression")
+
+
+def select_lines(text: str, namespace: Mapping[str, Any], source: str = "",
+                 kept_linenos: list[int] | None = None) -> str:
+    """``text`` with the lines whose selector is false removed (comments blanked).
+
+    ``kept_linenos``, when given, receives the original line number of every kept line (so an
+    error found in the selected text can name the line of the file).
+    """
+    kept = []
+    cache: dict[str, bool] = {}
+    for line in split_selectors(text):
+        if line.selector is None:
+            kept.append(line.text)
+            if kept_linenos is not None:
+                kept_linenos.append(line.lineno)
+            continue
+        if line.selector not in cache:
+            cache[line.selector] = evaluate(line.selector, namespace, f"{source}:{line.lineno}")
+        if cache[line.selector]:
+            kept.append(line.text)
+            if kept_linenos is not None:
+                kept_linenos.append(line.lineno)
+    return "\n".join(kept) + "\n"

@@ -1,0 +1,108 @@
+"""`python -m feedstock image` refuses bad input in one line (exit 2, or 3 for a missing tool)
+before anything is written: a base that is neither a rootfs tar nor an OCI layout, a channel
+that is not one, a missing umoci/skopeo, an --output that holds something. The refusal of a
+channel without the flavour's packages needs a real channel: tests/feedstock/after_build/image/test_image_build.py."""
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from tests.support.feedstock_cli import run_feedstock_cli
+
+pytestmark = pytest.mark.skipif(shutil.which("umoci") is None or shutil.which("skopeo") is None,
+                                reason="umoci and skopeo not installed (apt-get install umoci skopeo; .ci/run does)")
+
+
+def image(tmp_path: Path, *extra: str, env: dict | None = None):
+    out = tmp_path / "img"
+    proc = run_feedstock_cli("image", "--channel", str(tmp_path / "channel"), "--flavour", "cpu",
+                             "--python", "3.11", "--output", str(out), *extra, env=env)
+    return proc, out
+
+
+def one_line(proc) -> str:
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
+    return lines[0]
+
+
+def nothing_written(tmp_path: Path, *kept: str) -> None:
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(kept)
+
+
+def _tar(path: Path, names: list[str]) -> Path:
+    with tarfile.open(path, "w") as tar:
+        for name in names:
+            info = tarfile.TarInfo(name)
+            info.size = 2
+            tar.addfile(info, io.BytesIO(b"x\n"))
+    return path
+
+
+@pytest.mark.parametrize("make, says", [
+    (lambda d: _tar(d / "app.tar", ["app/main.py", "app/etc/conf"]), "a tar without etc/ and usr/ at its top"),
+    (lambda d: (d / "notes.txt").write_text("hello\n") and d / "notes.txt", "not a tar"),
+    (lambda d: (d / "folder").mkdir() or d / "folder", "a folder but not an OCI layout"),
+    (lambda d: d / "missing.tar", "no such file or folder"),
+])
+def test_a_base_that_is_no_rootfs_or_oci_layout_is_one_line(tmp_path, make, says):
+    base = make(tmp_path)
+    kept = sorted(p.name for p in tmp_path.iterdir())
+    proc, out = image(tmp_path, "--base", str(base))
+    assert proc.returncode == 2
+    assert says in one_line(proc) and f"--base {base}" in proc.stderr
+    nothing_written(tmp_path, *kept)
+
+
+def test_an_oci_layout_without_the_named_image_is_one_line(tmp_path):
+    layout = tmp_path / "layout"
+    layout.mkdir()
+    (layout / "oci-layout").write_text('{"imageLayoutVersion": "1.0.0"}')
+    (layout / "index.json").write_text('{"schemaVersion": 2, "manifests": []}')
+    proc, _ = image(tmp_path, "--base", f"{layout}:app")
+    assert proc.returncode == 2 and "no image 'app' in it" in one_line(proc)
+    nothing_written(tmp_path, "layout")
+
+
+def test_a_folder_that_is_no_channel_is_one_line(tmp_path):
+    (tmp_path / "channel").mkdir()
+    proc, _ = image(tmp_path, "--base", str(_tar(tmp_path / "root.tar", ["etc/os-release", "usr/bin/sh"])))
+    assert proc.returncode == 2
+    assert "no linux-64/repodata.json or noarch/repodata.json; index it first" in one_line(proc)
+    nothing_written(tmp_path, "channel", "root.tar")
+
+
+def test_missing_umoci_and_skopeo_say_what_to_install(tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    os.symlink(sys.executable, bin_dir / "python")
+    proc, _ = image(tmp_path, env={"PATH": str(bin_dir)})
+    assert proc.returncode == 3
+    assert one_line(proc) == ("error: umoci, skopeo, mmdebstrap not found; install them "
+                              "(apt-get install umoci skopeo mmdebstrap)")
+    nothing_written(tmp_path, "bin")
+
+
+def test_an_output_that_holds_something_is_refused(tmp_path):
+    (tmp_path / "img").mkdir()
+    (tmp_path / "img" / "keep.txt").write_text("mine\n")
+    proc, out = image(tmp_path)
+    assert proc.returncode == 2 and "exists and is not empty" in one_line(proc)
+    assert [p.name for p in out.iterdir()] == ["keep.txt"]
+
+
+def test_a_corrupt_channel_index_is_one_line(tmp_path):
+    """Issue 25: a corrupt repodata.json was a JSONDecodeError traceback."""
+    (tmp_path / "channel" / "linux-64").mkdir(parents=True)
+    (tmp_path / "channel" / "linux-64" / "repodata.json").write_text('{"packages": {"pytorch-2')
+    proc, _ = image(tmp_path, "--base", str(_tar(tmp_path / "root.tar", ["etc/os-release", "usr/bin/sh"])))
+    assert proc.returncode == 2
+    assert "repodata.json is not a channel index (JSONDecodeError" in one_line(proc)
+    nothing_written(tmp_path, "channel", "root.tar")
+
