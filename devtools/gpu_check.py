@@ -30,9 +30,14 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "recipe"))
-from megabuild.staging import (LIBTORCH_DIRS, copy_tree, is_python_library,  # noqa: E402
-                               link_into_prefix)
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from localbuild.driver import driver_module  # noqa: E402
+
+# the driver's own staging rules, loaded the one way the tools load the driver
+_staging = driver_module(ROOT, "staging")
+LIBTORCH_DIRS, copy_tree, is_python_library, link_into_prefix = (
+    _staging.LIBTORCH_DIRS, _staging.copy_tree, _staging.is_python_library, _staging.link_into_prefix)
 
 
 class CheckError(Exception):

@@ -9,6 +9,6 @@ Two rooms, by where they stand in the flow:
   downstream (dependents built and tested against them).
 
 Imports run one way: cli -> after_build, before_build -> the top-level modules (layout,
-platforms, errors, suggest, atomic_files, text_input); nothing in before_build imports
-after_build.
+platforms, errors, atomic_files, text_input); nothing in before_build imports after_build.
+"Did you mean" is localbuild.suggest, shared with build-locally.py (standard library only).
 """

@@ -8,6 +8,8 @@ renames: an interruption lands before the first rename (nothing changed) or afte
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
 import os
 import signal
 import tempfile
@@ -44,6 +46,33 @@ def signals_held() -> Iterator[None]:
             signal.raise_signal(caught[0])
 
 
+def _what_to_do(err: OSError) -> str:
+    if err.errno in (errno.ENOSPC, errno.EDQUOT):
+        return "free some space, then rerun"
+    if err.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return "check the folder's permissions, then rerun"
+    if err.errno == errno.ENOENT:
+        return "a file vanished while this ran (another command writing the feedstock?); rerun"
+    return "rerun; nothing was changed"
+
+
+@contextlib.contextmanager
+def feedstock_lock(root: Path, command: str, say=print) -> Iterator[None]:
+    """One writer of the feedstock's files at a time: an exclusive flock on the feedstock
+    folder itself (no lock file to leave behind; the kernel drops it when the process ends).
+    A second writer waits, saying so, then computes from what the first one wrote."""
+    fd = os.open(root, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            say(f"{command}: another command is writing {root}; waiting for it to finish")
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
 def replace_files(contents: dict[Path, str], remove: Iterable[Path] = ()) -> None:
     """Write every file to a temporary sibling first; rename them into place only when all are
     written, then remove `remove` (the commit is not interrupted by Ctrl-C)."""
@@ -63,7 +92,7 @@ def replace_files(contents: dict[Path, str], remove: Iterable[Path] = ()) -> Non
             for path in remove:
                 path.unlink(missing_ok=True)
     except OSError as err:
-        raise FeedstockError(f"cannot write {err.filename}: {err.strerror}; check permissions and free space, then rerun")
+        raise FeedstockError(f"cannot write {err.filename}: {err.strerror}; {_what_to_do(err)}") from None
     finally:
         for temp, _ in staged:
             temp.unlink(missing_ok=True)

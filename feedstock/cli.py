@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
 from pathlib import Path
 
+from .atomic_files import feedstock_lock
 from .errors import FeedstockError
 from .after_build.downstream import cli as downstream_cli
 from .before_build.maintain import cli as maintainer_cli
@@ -180,6 +182,10 @@ def _cmd_lint(root: Path) -> int:
     return 0
 
 
+def _note(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
@@ -187,12 +193,16 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        if args.command == "rerender":
-            return _cmd_rerender(args.feedstock_root, args.check)
+        # the commands that write the feedstock's files: one at a time (a second one waits)
+        writes = args.command == "rerender" or args.command in maintainer_cli.COMMANDS
+        with feedstock_lock(args.feedstock_root, args.command, _note) if writes \
+                and Path(args.feedstock_root).is_dir() else contextlib.nullcontext():
+            if args.command == "rerender":
+                return _cmd_rerender(args.feedstock_root, args.check)
+            if args.command in maintainer_cli.COMMANDS:
+                return maintainer_cli.run(args, args.feedstock_root)
         if args.command == "render":
             return _cmd_render(args.feedstock_root, args.config, args.json)
-        if args.command in maintainer_cli.COMMANDS:
-            return maintainer_cli.run(args, args.feedstock_root)
         if args.command == "image":
             return _cmd_image(args)
         if args.command == "parity":

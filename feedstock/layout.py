@@ -1,16 +1,15 @@
 """Where things are in a feedstock and which platforms it targets (from conda-forge.yml)."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-import yaml
-
 from .errors import FeedstockError
-from .text_input import read_text
+from .text_input import read_yaml
 from .platforms import KNOWN_SUBDIRS, Platform
-from .suggest import close_names
+from localbuild.suggest import close_names
 
 # conda-smithy renders these unless conda-forge.yml says otherwise; others need a provider entry
 DEFAULT_PLATFORMS = ("linux_64", "osx_64", "win_64")
@@ -97,14 +96,16 @@ class Feedstock:
             return path
         for candidate in PINNING_CANDIDATES:
             path = self.root / candidate
-            if path.is_file():
+            # a folder or a broken link under the name is the pinning file, refused when read,
+            # never "no pinning file" (which renders a matrix without the pins)
+            if os.path.lexists(path):
                 return path
         return None
 
     def variant_config_files(self) -> list[Path]:
         """The files conda-smithy reads, lowest priority first: pinning, then the recipe's."""
         files = [p for p in (self.pinning_file,) if p]
-        if self.recipe_config.is_file():
+        if os.path.lexists(self.recipe_config):
             files.append(self.recipe_config)
         return files
 
@@ -118,6 +119,16 @@ class Feedstock:
                     and name not in names:
                 names.append(name)
         return [_known_platform(str(name), "provider") for name in names]
+
+    def why_targeted(self, platform: Platform) -> str | None:
+        """Why a platform conda-forge.yml never names is built (conda-smithy's defaults), or
+        None when conda-forge.yml gives it a provider."""
+        if platform.name in (self.forge_config.get("provider") or {}):
+            return None
+        missing = "" if self.forge_config else " (here conda-forge.yml is missing or empty)"
+        return (f"but {platform.subdir} is built only because conda-smithy builds "
+                f"{', '.join(DEFAULT_PLATFORMS)} unless conda-forge.yml turns them off{missing}: "
+                f"to skip it, add `provider: {platform.name}: None` to conda-forge.yml")
 
     def build_platform(self, platform: Platform) -> Platform:
         mapping = self.forge_config.get("build_platform") or {}
@@ -135,16 +146,15 @@ def _known_platform(name: str, section: str) -> Platform:
 def load_feedstock(root: Path) -> Feedstock:
     """Read ``root``/conda-forge.yml (may be absent or empty) and check the recipe is there."""
     root = Path(root).resolve()
-    if not (root / "recipe" / "meta.yaml").is_file() and not (root / "conda-forge.yml").is_file():
+    if not os.path.lexists(root / "recipe" / "meta.yaml") and not os.path.lexists(root / "conda-forge.yml"):
         raise FeedstockError(f"{root} is not a feedstock (no recipe/meta.yaml); run from the feedstock root "
                              "or pass --feedstock-root")
     forge_yml = root / "conda-forge.yml"
     config: dict = {}
-    if forge_yml.is_file():
-        try:
-            config = yaml.safe_load(read_text(forge_yml, "conda-forge.yml")) or {}
-        except yaml.YAMLError as err:
-            raise FeedstockError(f"conda-forge.yml is not valid YAML ({getattr(err, 'problem', err)}); fix it")
+    try:
+        config = read_yaml(forge_yml, "conda-forge.yml") or {}
+    except FileNotFoundError:
+        pass
     if not isinstance(config, dict):
         raise FeedstockError("conda-forge.yml must be a mapping of settings (e.g. provider: {linux_64: ...}); fix it")
     for key in config:
@@ -160,6 +170,6 @@ def load_feedstock(root: Path) -> Feedstock:
             _known_platform(str(name), "provider")
         provider_enabled(str(name), value)
     feedstock = Feedstock(root=root, forge_config=config)
-    if not feedstock.meta_yaml.is_file():
+    if not os.path.lexists(feedstock.meta_yaml):
         raise FeedstockError(f"{feedstock.meta_yaml} not found; the recipe must live in recipe/")
     return feedstock

@@ -1,22 +1,126 @@
-"""Reading a file the user gave or keeps (recipe, config, catalog): text or one clear error.
+"""Reading a file the user gave or keeps (recipe, config, catalog, repodata): text, YAML or JSON,
+or one clear error.
 
-Every input file the tools read is UTF-8 text; a byte that is not (a Latin-1 `é`, a UTF-16
-file) is a FeedstockError naming the file and the byte's position, never a traceback.
+The tools' one reader of input files:
+- every input is UTF-8 text; a UTF-8 BOM is dropped (it means the same text), a byte that is not
+  UTF-8 (a Latin-1 `é`, a UTF-16 file, binary junk) is an error naming the file and the line;
+- a folder, a symlink loop or an unreadable file where a file belongs is an error, never a
+  traceback and never "absent"; only a path that does not exist at all raises
+  FileNotFoundError, so that callers can decide what absent means;
+- YAML refuses a key given twice in one mapping (YAML itself keeps the last one without a word).
 """
 from __future__ import annotations
 
+import errno
+import json
+import os
 from pathlib import Path
+from typing import Any, Sequence
+
+import yaml
 
 from .errors import FeedstockError
 
 
-def read_text(path: Path, label: str | None = None) -> str:
-    """The file's text; a file that is not UTF-8 is one error line (exit 2)."""
+class UnreadableInput(FeedstockError):
+    """An input file that cannot be read as what it should be (not a file, not UTF-8, not valid
+    YAML or JSON, a key twice): the command stops; lint too, since it cannot lint what it cannot
+    read."""
+
+
+def read_bytes(path: Path, label: str | None = None) -> bytes:
+    """The file's bytes; FileNotFoundError only when nothing is at the path."""
     label = label or str(path)
-    data = Path(path).read_bytes()
+    path = Path(path)
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        if os.path.lexists(path):
+            raise UnreadableInput(f"{label} is a symbolic link to nothing ({os.readlink(path)}); "
+                                 "point it at the file or remove it") from None
+        raise
+    except IsADirectoryError:
+        raise UnreadableInput(f"{label} is a folder; a file belongs there") from None
+    except PermissionError:
+        raise UnreadableInput(f"cannot read {label}: permission denied; check its mode") from None
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise UnreadableInput(f"{label} is a symbolic link loop; point it at a file") from None
+        raise UnreadableInput(f"cannot read {label}: {err.strerror}") from None
+
+
+def read_text(path: Path, label: str | None = None) -> str:
+    """The file's text (UTF-8, a BOM dropped); anything else is one error line (exit 2)."""
+    label = label or str(path)
+    data = read_bytes(path, label)
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as err:
         line = data[:err.start].count(b"\n") + 1
-        raise FeedstockError(f"{label}:{line}: byte 0x{data[err.start]:02x} is not UTF-8 text; "
+        raise UnreadableInput(f"{label}:{line}: byte 0x{data[err.start]:02x} is not UTF-8 text; "
                              "save the file as UTF-8") from None
+
+
+class DuplicateKeyError(yaml.YAMLError):
+    def __init__(self, key: str, line: int, first_line: int) -> None:
+        super().__init__(f"key {key!r} is given twice")
+        self.key, self.line, self.first_line = key, line, first_line
+
+
+class _UniqueKeys:
+    def construct_mapping(self, node, deep=False):
+        seen: dict[str, int] = {}
+        for key_node, _ in node.value:
+            key = str(self.construct_object(key_node, deep=deep))
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                raise DuplicateKeyError(key, line, seen[key])
+            seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+class StringLoader(_UniqueKeys, getattr(yaml, "CBaseLoader", yaml.BaseLoader)):
+    """Every scalar a string ('3.10' stays '3.10'), as conda-build reads variant configs."""
+
+
+class TypedLoader(_UniqueKeys, getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+    """YAML's safe types (true, 360, 3.10 as numbers)."""
+
+
+def load_yaml(text: str, label: str, *, strings: bool = False, line_map: Sequence[int] | None = None,
+              context: str = "") -> Any:
+    """YAML of one input file. ``line_map[n-1]`` is the file's line of the text's line n (when
+    selectors removed lines first); ``context`` ends each message (" on linux-64")."""
+    def original(line: int) -> int:
+        return line_map[line - 1] if line_map and 0 < line <= len(line_map) else line
+
+    try:
+        return yaml.load(text, Loader=StringLoader if strings else TypedLoader)
+    except DuplicateKeyError as err:
+        raise UnreadableInput(f"{label}:{original(err.line)}: key '{err.key}' is given twice (first at "
+                             f"line {original(err.first_line)}){context}; YAML would keep the last one "
+                             "silently: remove one or give them exclusive selectors") from None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"{label}:{original(mark.line + 1)}" if mark else label
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise UnreadableInput(f"{where}: invalid YAML ({problem}){context}; fix the file") from None
+
+
+def read_yaml(path: Path, label: str | None = None, *, strings: bool = False) -> Any:
+    """read_text, then load_yaml."""
+    label = label or str(path)
+    return load_yaml(read_text(path, label), label, strings=strings)
+
+
+def read_json(path: Path, label: str | None = None) -> Any:
+    """A JSON input file (repodata.json, a package record): its data, or one error line."""
+    label = label or str(path)
+    text = read_text(path, label)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise UnreadableInput(f"{label}:{err.lineno}: not valid JSON ({err.msg}); "
+                             "rewrite or re-index the file") from None

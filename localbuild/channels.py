@@ -6,6 +6,7 @@ container gets mounted read-only at the same path, so the one path is right on b
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from .errors import EXIT_USAGE, LocalBuildError
@@ -23,6 +24,9 @@ def parse_channels(values: list[str] | None) -> tuple[str, ...]:
         if not value or "," in value:
             raise LocalBuildError(f"--channel {value!r}: give one channel per --channel "
                                   "(a name, a URL or a local folder)", EXIT_USAGE)
+        if not is_local(value) and any(c.isspace() for c in value):
+            raise LocalBuildError(f"--channel {value!r}: a channel name or URL has no spaces; give "
+                                  "a name (conda-forge), a URL or a local folder", EXIT_USAGE)
         if is_local(value):
             folder = Path(value.removeprefix("file://")).expanduser().resolve()
             if not folder.is_dir():
@@ -32,10 +36,27 @@ def parse_channels(values: list[str] | None) -> tuple[str, ...]:
                 raise LocalBuildError(f"--channel {folder}: not an indexed channel (no "
                                       "<subdir>/repodata.json); index it first, e.g. `python "
                                       f"localbuild/in_container/rattler_build_py.py index {folder}`", EXIT_USAGE)
+            for repodata in sorted(folder.glob("*/repodata.json")):
+                _check_repodata(repodata)
             value = str(folder)
         if value not in channels:
             channels.append(value)
     return tuple(channels)
+
+
+def _check_repodata(path: Path) -> None:
+    """A local channel's index is read by the solver inside the container: a broken one is
+    refused here, naming the file, not after the image is pulled."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else str(exc).splitlines()[0][:120]
+        raise LocalBuildError(f"--channel: {path} is not a readable repodata.json ({reason}); "
+                              f"index the channel again: python localbuild/in_container/rattler_build_py.py "
+                              f"index {path.parent.parent}", EXIT_USAGE) from None
+    if not isinstance(data, dict):
+        raise LocalBuildError(f"--channel: {path} is not a repodata.json (not a JSON object); index "
+                              "the channel again", EXIT_USAGE)
 
 
 def local_folders(channels: tuple[str, ...]) -> list[Path]:

@@ -280,6 +280,8 @@ def _main(root: Path, args: argparse.Namespace, command_line: str) -> int:
         stdin_is_tty=interactive, emulate=args.emulate, tool=args.tool,
         channels=parse_channels(args.channel), skip_tests=args.skip_tests,
         stamp=f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")  # unique container names
+    if args.array_task is not None:  # a Slurm task builds with the options the submitter resolved
+        options = _task_build_options(options, args.array_task)
     if args.upload and not any(environ.get(k) for k in UPLOAD_CREDENTIALS):
         raise LocalBuildError("--upload needs BINSTAR_TOKEN or ANACONDA_API_TOKEN in the "
                               "environment", EXIT_USAGE)
@@ -359,6 +361,20 @@ def _task_output(root: Path, job_dir: Path | None) -> str | None:
         return str((job_dir.resolve() / "work").relative_to(root / "build_artifacts"))
     except ValueError:
         raise LocalBuildError(f"--array-task {job_dir}: not inside build_artifacts/", EXIT_USAGE) from None
+
+
+def _task_build_options(options, job_dir: Path):
+    """``options`` with the build options of the submitting run (job.json's build_options)."""
+    from .plan import with_build_options
+    from .slurm.summary import JOB_FILE, read_json
+
+    job = read_json(job_dir / JOB_FILE) or {}
+    try:
+        return with_build_options(options, job["build_options"])
+    except (KeyError, TypeError, ValueError):
+        raise LocalBuildError(f"--array-task {job_dir}: its {JOB_FILE} has no readable build_options "
+                              "(it is written by build-locally.py --scheduler slurm); submit again",
+                              EXIT_USAGE) from None
 
 
 def _array_task(plans: list, options, args: argparse.Namespace, console: Console,

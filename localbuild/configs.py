@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from . import ci_yaml
-from .errors import EXIT_USAGE, LocalBuildError
+from .driver import DriverMissing, driver_module
+from .errors import EXIT_PREFLIGHT, EXIT_USAGE, LocalBuildError
 
 CI_SUPPORT = ".ci_support"
 
@@ -19,7 +20,6 @@ _DISK_BASE_GB = {"cpu": 30, "cuda": 80, "rocm": 110}
 _DISK_PER_PYTHON_GB = {"cpu": 4, "cuda": 8, "rocm": 8}
 
 _NAME_PLATFORM = re.compile(r"^(linux|osx|win)_(64|aarch64|arm64|ppc64le)")
-_NONE_VALUES = {"", "none", "null", "~"}
 
 
 def python_label(raw: str) -> str:
@@ -85,15 +85,20 @@ class CiConfig:
 
     @property
     def gpu(self) -> tuple[str, str | None]:
-        """('cuda', '12.9'), ('rocm', '6.4') or ('cpu', None)."""
-        cuda = _none_to_empty(self.first("cuda_compiler_version"))
-        rocm = _none_to_empty(self.first("rocm_version"))
-        backend = (self.first("gpu_backend") or "").lower()
-        if backend == "rocm" or (rocm and backend in ("", "rocm")):
-            return "rocm", rocm or None
-        if backend == "cuda" or cuda:
-            return "cuda", cuda or None
-        return "cpu", None
+        """('cuda', '12.9'), ('rocm', '6.4') or ('cpu', None): the driver's decision
+        (megabuild.build_env.gpu_backend), the one the build itself makes."""
+        variant = {key: self.first(key) or "" for key in ("gpu_backend", "cuda_compiler_version", "rocm_version")}
+        feedstock_root = self.path.parent.parent
+        try:
+            build_env = driver_module(feedstock_root, "build_env")
+        except DriverMissing as exc:
+            raise LocalBuildError(f"{exc}; build-locally.py asks it which GPU a config builds",
+                                  EXIT_PREFLIGHT) from None
+        backend = build_env.gpu_backend(variant)
+        if backend == "cpu":
+            return "cpu", None
+        version = variant["cuda_compiler_version" if backend == "cuda" else "rocm_version"]
+        return backend, None if build_env.is_none(version) else version.strip()
 
     @property
     def blas(self) -> str | None:
@@ -143,10 +148,6 @@ class CiConfig:
         return ", ".join(parts)
 
 
-def _none_to_empty(value: str | None) -> str:
-    return "" if value is None or value.strip().lower() in _NONE_VALUES else value.strip()
-
-
 def _python_range(labels: list[str]) -> str:
     """['3.10', '3.11', '3.12'] -> '3.10-3.12'; gaps or free-threaded builds -> comma list."""
     try:
@@ -171,11 +172,9 @@ def config_names(feedstock_root: Path) -> list[str]:
         entries = os.listdir(directory)
     except FileNotFoundError:
         entries = []
-    names = sorted(
-        entry[:-5] for entry in entries
-        if entry.endswith(".yaml") and not entry.startswith("clobber_")
-        and (directory / entry).is_file()
-    )
+    # every entry, a folder or a broken link included: it is that config, refused when read
+    names = sorted(entry[:-5] for entry in entries
+                   if entry.endswith(".yaml") and not entry.startswith("clobber_"))
     if not names:
         raise LocalBuildError(
             f"no configs in {directory}; generate them with `python -m feedstock rerender`",
@@ -191,8 +190,17 @@ def load_config(feedstock_root: Path, name: str) -> CiConfig:
         raise LocalBuildError(f"cannot parse {_relative(exc.path, feedstock_root)} line {exc.line}: "
                               f"{exc.reason}; regenerate it with `python -m feedstock rerender`",
                               EXIT_USAGE) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise LocalBuildError(f"cannot read {path}: {exc}", EXIT_USAGE) from None
+    except UnicodeDecodeError as exc:
+        line = exc.object[:exc.start].count(b"\n") + 1
+        raise LocalBuildError(f"{_relative(str(path), feedstock_root)}:{line}: byte 0x{exc.object[exc.start]:02x} "
+                              "is not UTF-8 text; regenerate it with `python -m feedstock rerender`",
+                              EXIT_USAGE) from None
+    except OSError as exc:
+        raise LocalBuildError(f"cannot read {_relative(str(path), feedstock_root)}: {exc.strerror}; "
+                              "regenerate it with `python -m feedstock rerender`", EXIT_USAGE) from None
+    if not doc.data.get("target_platform"):
+        raise LocalBuildError(f"{_relative(str(path), feedstock_root)} has no target_platform (is it "
+                              "empty?); regenerate it with `python -m feedstock rerender`", EXIT_USAGE)
     return CiConfig(name, path, doc)
 
 

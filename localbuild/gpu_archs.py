@@ -6,20 +6,11 @@ that knows the lists, so it is loaded from the feedstock's recipe/ instead of co
 """
 from __future__ import annotations
 
-import importlib
-import sys
 from pathlib import Path
-from types import ModuleType
 
 from .configs import CiConfig
+from .driver import DriverMissing, driver_module
 from .errors import EXIT_USAGE, LocalBuildError
-
-
-def _build_env(feedstock_root: Path) -> ModuleType:
-    recipe = str(feedstock_root / "recipe")
-    if recipe not in sys.path:
-        sys.path.insert(0, recipe)
-    return importlib.import_module("megabuild.build_env")
 
 
 def gpu_arch_list(config: CiConfig, feedstock_root: Path, override: str | None) -> str | None:
@@ -30,14 +21,14 @@ def gpu_arch_list(config: CiConfig, feedstock_root: Path, override: str | None) 
     if backend == "cpu" or not version:
         return None
     try:
-        build_env = _build_env(feedstock_root)
-    except ImportError:  # a tree without the driver: the build itself will say so
+        build_env = driver_module(feedstock_root, "build_env")
+    except DriverMissing:  # a tree without the driver: the build itself will say so
         return override
-    error = importlib.import_module("megabuild.errors").MegabuildError
+    error = driver_module(feedstock_root, "errors").MegabuildError
     if backend == "rocm":
         if override:  # checked here as --cuda-arch is, not first inside the container
             try:
-                return importlib.import_module("megabuild.rocm").validate_arch_list(
+                return driver_module(feedstock_root, "rocm").validate_arch_list(
                     override, version, "--rocm-arch")
             except error as exc:
                 raise LocalBuildError(f"{config.name}: {exc}", EXIT_USAGE) from None

@@ -49,7 +49,11 @@ class DevOverrides:
 def parse_compile_cache(value: str) -> str:
     """--compile-cache: a redis:// or http:// URL without credentials, or a folder (resolved)."""
     if "://" not in value:
-        return str(Path(value).expanduser().resolve())
+        folder = Path(value).expanduser().resolve()
+        if folder.exists() and not folder.is_dir():
+            raise LocalBuildError(f"--compile-cache {value}: that is a file; give a folder (made if "
+                                  "missing) or a redis:// or http:// URL", EXIT_USAGE)
+        return str(folder)
     parts = urlsplit(value)
     if parts.scheme not in COMPILE_CACHE_SCHEMES:
         raise LocalBuildError(f"--compile-cache {parts.scheme}://...: use redis://host:port, "

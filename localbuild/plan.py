@@ -4,6 +4,7 @@ Plans are pure data: --dry-run prints them, the batch runner executes them.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,6 +61,34 @@ class Options:
     @property
     def artifacts(self) -> Path:
         return self.feedstock_root / ARTIFACTS
+
+
+# Options the user chose for the build itself: a Slurm task gets exactly these, serialized once
+# by the submitting run (build_options_json) and read back by the task (with_build_options).
+BUILD_FIELDS = ("engine", "native", "overrides", "output_id", "upload", "gpu_tests", "test_only",
+                "emulate", "tool", "channels", "skip_tests", "apptainer_image")
+# What each machine (or task) decides for itself, from its own environment and role.
+MACHINE_FIELDS = ("feedstock_root", "debug", "cpu_count", "ci", "extra_run_args", "stdin_is_tty",
+                  "stamp", "host", "index", "task_output")
+
+
+def build_options_json(options: Options) -> dict:
+    """The BUILD_FIELDS of ``options`` as JSON data."""
+    data = {name: getattr(options, name) for name in BUILD_FIELDS}
+    data["engine"] = options.engine.executable
+    data["overrides"] = dataclasses.asdict(options.overrides)
+    data["channels"] = list(options.channels)
+    return data
+
+
+def with_build_options(options: Options, data: dict) -> Options:
+    """``options`` with the BUILD_FIELDS of build_options_json's ``data``."""
+    values = {name: data[name] for name in BUILD_FIELDS}
+    overrides = dict(values["overrides"])
+    overrides["pythons"] = tuple(overrides["pythons"])
+    values.update(engine=engines.Engine(values["engine"]), overrides=DevOverrides(**overrides),
+                  channels=tuple(values["channels"]))
+    return dataclasses.replace(options, **values)
 
 
 @dataclass

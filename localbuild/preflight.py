@@ -111,6 +111,17 @@ def check_native_tool(feedstock_root: Path) -> str:
     return tool
 
 
+def check_log_paths(plans: list[BuildPlan]) -> None:
+    """Each config's log and the previous run's log (kept on rotation) must be files or absent:
+    a folder there would fail that config after the others ran, blamed on the wrong file."""
+    for plan in plans:
+        for path in (plan.log, plan.log.with_name(plan.log.name[:-4] + ".previous.txt")):
+            if os.path.lexists(path) and not path.is_file():
+                kind = "a folder" if path.is_dir() else "not a regular file"
+                raise LocalBuildError(f"{path} is {kind}; build-locally keeps {plan.name}'s logs there: "
+                                      "move it away", EXIT_PREFLIGHT)
+
+
 def run_all(plans: list[BuildPlan], engine: engines.Engine, feedstock_root: Path,
             cpu_count: str, min_free_gb: float | None, tool: str | None = None,
             environ: dict[str, str] | None = None) -> None:
@@ -131,4 +142,5 @@ def run_all(plans: list[BuildPlan], engine: engines.Engine, feedstock_root: Path
         else:
             check_native_tool(feedstock_root)
     check_cpu_count(cpu_count)
+    check_log_paths(plans)
     check_disk(feedstock_root / ARTIFACTS, plans, min_free_gb)

@@ -5,26 +5,7 @@ import re
 from typing import Callable, TextIO
 
 from .errors import EXIT_INTERRUPTED, EXIT_USAGE, LocalBuildError
-
-
-def closest_names(wanted: str, names: list[str], limit: int = 3) -> list[str]:
-    """Names that start with ``wanted``; then those sharing the longest start with it (config
-    names differ late, so similarity alone can pick another platform's config); then the most
-    similar ones (difflib)."""
-    import difflib
-    import os.path
-
-    found = [name for name in names if name.startswith(wanted)]
-    shared = {name: len(os.path.commonprefix([wanted, name])) for name in names}
-    longest = max(shared.values(), default=0)
-    if 2 * longest > len(wanted):  # most of what was typed is right
-        found += sorted((name for name in names if shared[name] == longest and name not in found),
-                        key=lambda name: -difflib.SequenceMatcher(None, wanted, name).ratio())
-    found += [name for name in difflib.get_close_matches(wanted, names, n=limit, cutoff=0.6)
-              if name not in found]
-    if not found:
-        found = [name for name in names if wanted.lower() in name.lower()]
-    return found[:limit]
+from .suggest import close_names
 
 
 def compile_filters(patterns: list[str]) -> list[re.Pattern[str]]:
@@ -53,7 +34,7 @@ def select(names: list[str], wanted: list[str], use_all: bool, filter_patterns: 
         for name in wanted:
             name = _strip_config_path(name)
             if name not in names:
-                matches = closest_names(name, names)
+                matches = close_names(name, names)
                 hint = (f"did you mean {', '.join(matches)}?" if matches
                         else f"{len(names)} configs exist, see --list")
                 raise LocalBuildError(f"config '{name}' not found in .ci_support/; {hint}",

@@ -9,6 +9,7 @@ as a local batch would; Ctrl-C (or SIGTERM) cancels the array and the final job.
 from __future__ import annotations
 
 import argparse
+import json
 import shlex
 import sys
 import time
@@ -20,7 +21,7 @@ from . import client as slurm_client
 from ..batch import Row, summary_table, will_run
 from ..console import Console, format_duration
 from ..errors import EXIT_BUILD_FAILED, EXIT_INTERRUPTED, EXIT_OK, LocalBuildError
-from ..plan import BuildPlan, Options, make_plan
+from ..plan import BuildPlan, Options, build_options_json, make_plan
 from ..runner import write_atomically
 from .options import SlurmOptions
 from .script import Submission, array_script_text, final_script_text
@@ -30,35 +31,14 @@ POLL_SECONDS = 2.0
 FINAL_WAIT_S = 600.0    # the final job only indexes; it should not queue for long
 
 
-def task_arguments(args: argparse.Namespace, options: Options) -> list[str]:
-    """build-locally.py options every task repeats after its config name: what shapes one
-    config's build, nothing that selects configs or submits (--force: the submitting run
-    already decided what to build)."""
+def task_arguments(args: argparse.Namespace) -> list[str]:
+    """What every task repeats after its config name, besides --array-task: --force (the
+    submitting run already decided what to build) and the disk check. Every build option
+    reaches the task through job.json's build_options (plan.build_options_json), not as flags."""
     out: list[str] = ["--force"]
-    if options.native:
-        out.append("--native")
-    else:
-        out += ["--engine", options.engine.executable]
-    if options.apptainer_image:
-        out += ["--apptainer-image", options.apptainer_image]
-    for channel in options.channels:
-        out += ["--channel", channel]
-    overrides = options.overrides
-    for python in overrides.pythons:
-        out += ["--python", python]
-    pairs = (("--tool", options.tool), ("--cuda-arch", overrides.cuda_arch),
-             ("--rocm-arch", overrides.rocm_arch), ("--dev-tag", overrides.dev_tag),
-             ("--jobs", overrides.jobs), ("--heavy-jobs", overrides.heavy_jobs),
-             ("--compile-cache", overrides.compile_cache),
-             ("--min-free-gb", args.min_free_gb))
-    for flag, value in pairs:
-        if value is not None:
-            out += [flag, str(value)]
-    flags = (("--compile-cache-read-only", overrides.compile_cache_read_only),
-             ("--skip-tests", options.skip_tests), ("--emulate", options.emulate),
-             ("--gpu-tests", options.gpu_tests), ("--test-only", options.test_only),
-             ("--upload", options.upload))
-    return out + [flag for flag, given in flags if given]
+    if args.min_free_gb is not None:
+        out += ["--min-free-gb", str(args.min_free_gb)]
+    return out
 
 
 def plan_submission(plans: list[BuildPlan], options: Options, args: argparse.Namespace,
@@ -71,8 +51,9 @@ def plan_submission(plans: list[BuildPlan], options: Options, args: argparse.Nam
     job_dir = options.artifacts / "slurm" / options.stamp
     sub = Submission(job_dir=job_dir, configs=tuple(plan.name for plan in submitted),
                      python=sys.executable, feedstock_root=options.feedstock_root,
-                     task_arguments=tuple(task_arguments(args, options)), slurm=slurm)
+                     task_arguments=tuple(task_arguments(args)), slurm=slurm)
     job: dict = {"configs": list(sub.configs), "artifacts": str(options.artifacts),
+                 "build_options": build_options_json(options),
                  "feedstock_root": str(options.feedstock_root),
                  "logs": {plan.name: str(plan.log) for plan in submitted},
                  "not_submitted": [{"name": r.name, "result": r.result,
@@ -89,7 +70,7 @@ def plan_submission(plans: list[BuildPlan], options: Options, args: argparse.Nam
     return sub, job, not_submitted
 
 
-def print_dry_run(sub: Submission, not_submitted: list[Row], write: Callable[[str], None]) -> None:
+def print_dry_run(sub: Submission, job: dict, not_submitted: list[Row], write: Callable[[str], None]) -> None:
     for row in not_submitted:
         write(f"not submitted: {row.name}: {row.result}")
     if not sub.configs:
@@ -100,6 +81,8 @@ def print_dry_run(sub: Submission, not_submitted: list[Row], write: Callable[[st
         write(f"  task {index}: {name}")
     write(f"== {sub.array_script} (would be written)")
     write(array_script_text(sub).rstrip())
+    write(f"== {sub.job_dir / JOB_FILE}: build_options, what every task builds with (would be written)")
+    write(json.dumps(job["build_options"], sort_keys=True))
     write(f"== {sub.final_script} (would be written once the array's id is known)")
     write(final_script_text(sub, "<ARRAY_ID>").rstrip())
     write("== command lines")
@@ -179,7 +162,7 @@ def run_slurm(plans: list[BuildPlan], options: Options, args: argparse.Namespace
               slurm: SlurmOptions, environ: dict[str, str], dry_run: bool, wait: bool) -> int:
     sub, job, not_submitted = plan_submission(plans, options, args, slurm, environ)
     if dry_run:
-        print_dry_run(sub, not_submitted, print)
+        print_dry_run(sub, job, not_submitted, print)
         return EXIT_OK
     console = Console()
     if not sub.configs:

@@ -15,6 +15,8 @@ from ..errors import EXIT_USAGE, LocalBuildError
 _TIME = re.compile(r"^(\d+(:\d+){0,2}|\d+-\d+(:\d+){0,2})$")
 _UNLIMITED = ("infinite", "unlimited")
 _MEMORY = re.compile(r"^\d+[KMGT]?$", re.IGNORECASE)
+# what sbatch --gpus takes: COUNT or TYPE:COUNT, the count at least 1
+_GPUS = re.compile(r"^([A-Za-z0-9_.-]+:)?0*[1-9][0-9]*$")
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,9 @@ def parse_slurm_options(partition: str | None, account: str | None, time: str | 
     if mem is not None and not _MEMORY.match(mem):
         raise LocalBuildError(f"--mem {mem!r} is not a Slurm memory size; give a number with an "
                               "optional K, M, G or T suffix (e.g. 64G)", EXIT_USAGE)
+    if gpus is not None and not _GPUS.match(gpus):
+        raise LocalBuildError(f"--gpus {gpus!r}: give a count or TYPE:COUNT with a count of 1 or "
+                              "more (e.g. 1 or a100:2)", EXIT_USAGE)
     extra: list[str] = []
     for value in sbatch_args or []:
         try:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from .cmake_cache import write_bytes_atomic
+from .files import write_atomically
 
 ACTIVATE = Path("etc") / "conda" / "activate.d" / "libtorch_activate.sh"
 DEACTIVATE = Path("etc") / "conda" / "deactivate.d" / "libtorch_deactivate.sh"
@@ -42,6 +42,6 @@ def write_activation_scripts(prefix: Path, arch_list: str) -> list[Path]:
     written = []
     for relative, text in activation_scripts(arch_list).items():
         path = prefix / relative
-        write_bytes_atomic(path, text.encode())
+        write_atomically(path, text.encode())
         written.append(path)
     return written

@@ -110,17 +110,23 @@ CUDA_SYSTEM_LIBS: dict[str, str] = {
 # Features whose libraries are not in host: off, so CMake does not pick a system copy up.
 FEATURES_OFF = ("USE_NUMA", "USE_ITT", "USE_CUFILE")
 MKL_PLATFORMS = ("linux-64", "osx-64", "win-64")
-NONE_VALUES = ("", "none", "None", "false")
+# what "no value" looks like in a variant (compared lowercased): YAML's nulls and conda-smithy's None
+NONE_VALUES = ("", "none", "null", "~", "false")
+
+
+def is_none(value: str | None) -> bool:
+    return value is None or str(value).strip().lower() in NONE_VALUES
 
 
 def gpu_backend(variant: Mapping[str, str]) -> str:
-    """"cuda", "rocm" or "cpu" for a variant."""
-    explicit = variant.get("gpu_backend", "").lower()
+    """"cuda", "rocm" or "cpu" for a variant: the one decision, which build-locally.py and the
+    feedstock tools ask the driver for."""
+    explicit = (variant.get("gpu_backend") or "").strip().lower()
     if explicit in ("cuda", "rocm", "cpu"):
         return explicit
-    if variant.get("cuda_compiler_version", "None") not in NONE_VALUES:
+    if not is_none(variant.get("cuda_compiler_version")):
         return "cuda"
-    if variant.get("rocm_version", "None") not in NONE_VALUES:
+    if not is_none(variant.get("rocm_version")):
         return "rocm"
     return "cpu"
 

@@ -11,15 +11,13 @@ do: the driver never patches a cache it does not fully understand.
 """
 from __future__ import annotations
 
-import contextlib
-import os
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
 from .errors import MegabuildError
+from .files import write_atomically
 
 HEADER = "# This is the CMakeCache file."
 _TYPED = re.compile(r'^(?:"(?P<qkey>[^"]*)"|(?P<key>[^:="]+)):(?P<type>[A-Z_]*)=(?P<value>.*)$')
@@ -147,17 +145,4 @@ class CMakeCache:
 
     def write(self, path: Path) -> None:
         """Write atomically: a temporary file in the same folder, then rename over `path`."""
-        write_bytes_atomic(Path(path), self.to_bytes())
-
-
-def write_bytes_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+        write_atomically(Path(path), self.to_bytes())

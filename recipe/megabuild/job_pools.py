@@ -19,7 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Mapping
 
-from .cmake_cache import write_bytes_atomic
+from .files import write_atomically
 from .errors import MegabuildError
 
 POOL_NAME = "feedstock_heavy"
@@ -94,5 +94,5 @@ def ensure_include(env: Mapping[str, str]) -> Path | None:
     path = Path(named)
     text = include_text()
     if not (path.is_file() and path.read_text() == text):
-        write_bytes_atomic(path, text.encode())
+        write_atomically(path, text.encode())
     return path

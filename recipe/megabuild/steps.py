@@ -45,9 +45,10 @@ from typing import Callable
 from . import compile_cache, log
 from .activation import write_activation_scripts
 from .build_env import gpu_backend
-from .cmake_cache import CMakeCache, write_bytes_atomic
+from .cmake_cache import CMakeCache
 from .context import BuildContext
 from .errors import MegabuildError
+from .files import write_atomically
 from .frontend import Frontend, layout_dir, run_command, select_frontend
 from .python_target import PythonTarget
 from .retarget import retarget_cache
@@ -174,7 +175,7 @@ def run_split(ctx: BuildContext, frontend: Frontend | None = None) -> None:
     # match the pristine cache that the pytorch steps rebuild from
     _stage_libtorch(layout, ctx.stage_dir / LIBTORCH_STAGE)
     CMakeCache.read(cache_path)  # refuse to save a cache we could not patch later
-    write_bytes_atomic(pristine_cache_path(ctx), cache_path.read_bytes())
+    write_atomically(pristine_cache_path(ctx), cache_path.read_bytes())
     log.info(f"saved pristine cache -> {pristine_cache_path(ctx)}")
 
 

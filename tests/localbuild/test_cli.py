@@ -15,6 +15,7 @@ import time
 import pytest
 
 from tests.support.build_locally import CPU_IMAGE, CUDA_IMAGE, make_feedstock
+from tests.support.paths import REPO_ROOT
 
 CUDA129 = "linux_64_blas_implmklcuda_compiler_version12.9"
 CPU_MKL = "linux_64_blas_implmklcuda_compiler_versionNone"
@@ -408,3 +409,76 @@ def test_other_architecture_needs_emulate(tmp_path):
     proc = fs.run(name, "--dry-run", "--emulate")
     assert proc.returncode == 0, proc.stderr
     assert "command:      docker run " in proc.stdout
+
+
+def test_the_help_examples_filter_selects_what_it_says():
+    """On the real .ci_support/: the --filter example of --help selects every CUDA config and
+    nothing else (before: `--filter cuda` matched 12 of 13, CPU and ROCm included)."""
+    from localbuild.cli import EPILOG
+
+    line = next(line for line in EPILOG.splitlines() if "--all --filter" in line)
+    pattern = line.split("--filter")[1].split()[0]
+    proc = subprocess.run([sys.executable, str(REPO_ROOT / "build-locally.py"), "--list", "--filter", pattern],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    listed = [row.split()[0] for row in proc.stdout.splitlines()]
+    every = [path.stem for path in (REPO_ROOT / ".ci_support").glob("*.yaml")]
+    assert sorted(listed) == sorted(name for name in every if "gpu_backendcuda" in name), proc.stdout
+    assert "every CUDA config" in line
+
+
+@pytest.mark.parametrize("breakage, needle", [
+    (lambda p: p.write_text(""), "has no target_platform (is it empty?)"),
+    (lambda p: (p.unlink(), p.mkdir()), "Is a directory"),
+    (lambda p: (p.unlink(), p.symlink_to(p.name)), "Too many levels of symbolic links"),
+    (lambda p: p.write_bytes(b"target_platform:\n- linux-64\n# caf\xe9\n"), ":3: byte 0xe9 is not UTF-8 text"),
+])
+def test_list_refuses_a_broken_config_file(fs, breakage, needle):
+    # before: an empty, folder or looping config was listed (or left out) and --list exited 0
+    path = fs.root / ".ci_support" / f"{CPU_GENERIC}.yaml"
+    breakage(path)
+    proc = fs.run("--list")
+    assert proc.returncode == 2
+    line = one_error_line(proc)
+    assert f".ci_support/{CPU_GENERIC}.yaml" in line and needle in line, line
+
+
+@pytest.mark.parametrize("args, needle", [
+    (("--channel", "my channel"), "a channel name or URL has no spaces"),
+    (("--scheduler", "slurm", "--gpus", "-1"), "--gpus '-1': give a count or TYPE:COUNT"),
+    (("--scheduler", "slurm", "--gpus", "a100:0"), "--gpus 'a100:0'"),
+])
+def test_bad_option_values_are_refused_up_front(fs, args, needle):
+    proc = fs.run(CPU_GENERIC, "--dry-run", *args)
+    assert proc.returncode == 2 and needle in one_error_line(proc)
+
+
+def test_a_compile_cache_that_is_a_file_is_refused(fs, tmp_path):
+    not_a_folder = tmp_path / "cache.txt"
+    not_a_folder.write_text("")
+    proc = fs.run(CPU_GENERIC, "--dry-run", "--compile-cache", str(not_a_folder))
+    assert proc.returncode == 2 and "that is a file; give a folder" in one_error_line(proc)
+
+
+@pytest.mark.parametrize("content", [b"{not json", b"caf\xe9", b"[1, 2]"])
+def test_a_local_channel_with_a_broken_index_is_refused_before_any_build(fs, tmp_path, content):
+    # before: accepted, to fail inside the container after the image was pulled
+    channel = tmp_path / "channel"
+    (channel / "noarch").mkdir(parents=True)
+    (channel / "noarch" / "repodata.json").write_bytes(content)
+    before = (channel / "noarch" / "repodata.json").read_bytes()
+    proc = fs.run(CPU_GENERIC, "--dry-run", "--channel", str(channel))
+    assert proc.returncode == 2
+    line = one_error_line(proc)
+    assert f"{channel}/noarch/repodata.json is not" in line and "index the channel again" in line
+    assert (channel / "noarch" / "repodata.json").read_bytes() == before
+
+
+def test_a_folder_where_the_previous_log_goes_is_a_preflight_error(fs):
+    # before: the config failed (exit 1) blamed on <config>-log.txt, after the others built
+    (fs.artifacts / f"{CPU_GENERIC}-log.previous.txt").mkdir(parents=True)
+    (fs.artifacts / f"{CPU_GENERIC}-log.txt").write_text("last run\n")
+    proc = fs.run(CPU_GENERIC, "--engine", "docker", "--min-free-gb", "0")
+    assert proc.returncode == 3
+    line = one_error_line(proc)
+    assert f"{CPU_GENERIC}-log.previous.txt is a folder" in line and "move it away" in line
+    assert (fs.artifacts / f"{CPU_GENERIC}-log.txt").read_text() == "last run\n"

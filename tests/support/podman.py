@@ -22,8 +22,9 @@ PYTHON = "3.12"  # one Python: also the recipe's split_python, so the image need
 FAILING, FAILING_TOO, INTERRUPTED, NO_IMAGE = ("linux_64_failing", "linux_64_failing_too",
                                                "linux_64_interrupted", "linux_64_no_image")
 # what the feedstock tree for a real build-locally run holds (the rest of the repository is
-# not read by build-locally or build_steps.sh)
-TREE = ("build-locally.py", "localbuild", "devtools", "requirements-dev.txt")
+# not read by build-locally or build_steps.sh; devtools/stand_in_image.py reads feedstock/'s
+# rootfs module, stdlib only)
+TREE = ("build-locally.py", "localbuild", "devtools", "feedstock", "requirements-dev.txt")
 
 
 def podman_unavailable() -> str | None:

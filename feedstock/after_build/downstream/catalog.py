@@ -4,10 +4,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
 
 from ...errors import FeedstockError
-from ...text_input import read_text
+from ...text_input import read_yaml
 
 CATALOG = Path("recipe") / "dependents.yaml"
 KINDS = ("pip-wheel", "conda-sdist", "conda-wheel")
@@ -88,14 +87,9 @@ def _entry(raw: dict, path: Path) -> Dependent:
 def load_catalog(path: Path) -> list[Dependent]:
     """Every dependent of the file, checked; FeedstockError names the first bad entry."""
     try:
-        data = yaml.safe_load(read_text(path))
-    except OSError as err:
-        raise FeedstockError(f"cannot read the dependents file {path}: {err.strerror}") from None
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark else str(path)
-        raise FeedstockError(f"{where}: not valid YAML ({getattr(err, 'problem', None) or err}); "
-                             "fix the dependents file") from None
+        data = read_yaml(path)
+    except FileNotFoundError:
+        raise FeedstockError(f"cannot read the dependents file {path}: it does not exist") from None
     if data is not None and not isinstance(data, dict):
         raise FeedstockError(f"{path} must be a mapping with a 'dependents:' list, not a "
                              f"{type(data).__name__}; see recipe/dependents.yaml")

@@ -4,7 +4,6 @@ interpreter that indexed when it exits, see localbuild/in_container/rattler_buil
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import shutil
@@ -14,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...errors import FeedstockError
+from ...text_input import read_json
 
 INDEXER = Path(__file__).resolve().parents[3] / "localbuild" / "in_container" / "rattler_build_py.py"
 # the build string starts with the variant tag (recipe.yaml: variant_tag), e.g. cuda130_generic_py311_h..._200
@@ -73,7 +73,7 @@ def torch_builds(channel: Path) -> list[TorchBuild]:
     """Every `pytorch` package of an indexed channel (an `indexed_view`)."""
     found = []
     for repodata in sorted(channel.glob("*/repodata.json")):
-        data = json.loads(repodata.read_text())
+        data = read_json(repodata)
         for key in ("packages", "packages.conda"):
             for record in (data.get(key) or {}).values():
                 if record.get("name") != "pytorch":

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ...errors import FeedstockError
-from ...suggest import close_names
+from localbuild.suggest import close_names
 from . import conda_package, pip_wheel
 from .catalog import Dependent, load_catalog, dependents_test_dir
 from .channel import TorchBuild, indexed_view, matching, torch_builds
@@ -124,26 +124,27 @@ def libtorch_pin_problem(depends: list[str], version: str) -> str:
             f"(no stable C++ ABI; libtorch's run_exports should add it): {', '.join(found) or 'no libtorch/pytorch'}")
 
 
-def select(dependents: list[Dependent], names: list[str]) -> tuple[list[Dependent], list[Row]]:
-    """(the dependents asked for, in catalog order; rows for the names the catalog lacks)."""
+def select(dependents: list[Dependent], names: list[str]) -> list[Dependent]:
+    """The dependents asked for, in catalog order; a name the catalog lacks is bad input,
+    refused before anything runs."""
     if not names:
-        return dependents, []
+        return dependents
     known = {d.name: d for d in dependents}
     unknown = [n for n in names if n not in known]
-    rows = []
-    for name in unknown:
-        close = close_names(name, list(known), limit=1)
+    if unknown:
+        close = close_names(unknown[0], list(known), limit=1)
         hint = f"did you mean {close[0]}? " if close else ""
-        note = f"unknown dependent {name!r}; {hint}known: {', '.join(known)} (recipe/dependents.yaml)"
-        error(note)
-        rows.append(Row(name, result="unknown", note=note))
-    return [d for d in dependents if d.name in names], rows
+        more = f" (and {', '.join(map(repr, unknown[1:]))})" if unknown[1:] else ""
+        raise FeedstockError(f"unknown dependent {unknown[0]!r}{more}; {hint}known: {', '.join(known)} "
+                             "(recipe/dependents.yaml)", exit_code=EXIT_BAD_INPUT)
+    return [d for d in dependents if d.name in names]
 
 
 def run(options: Options) -> tuple[list[Row], int]:
     """(one row per dependent asked for, exit status)."""
-    chosen, rows = select(load_catalog(options.catalog), options.names)
-    status = EXIT_BAD_INPUT if rows else 0
+    chosen = select(load_catalog(options.catalog), options.names)
+    rows: list[Row] = []
+    status = 0
     try:
         # the channels the user named are only read: indexed views of our own stand in for them
         views, given = options.work / "channels", options.channels

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...errors import FeedstockError
-from ...text_input import read_text
+from ...text_input import read_json
 from .layers import tree_names
 
 PREFIX = "/opt/env"
@@ -58,7 +58,7 @@ def check_flavour(channel: str, flavour: str) -> None:
         repodata = path / subdir / "repodata.json"
         if repodata.is_file():
             try:
-                data = json.loads(read_text(repodata))
+                data = read_json(repodata)
                 for key in ("packages", "packages.conda"):
                     names.update(record["name"] for record in data.get(key, {}).values())
             except (ValueError, AttributeError, KeyError, TypeError) as err:

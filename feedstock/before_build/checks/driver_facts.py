@@ -2,35 +2,22 @@
 from the driver's own code so that the lint checks the recipe against the real thing."""
 from __future__ import annotations
 
-import hashlib
-import importlib
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Mapping
+
+from localbuild.driver import DriverMissing, driver_module
 
 from ...errors import FeedstockError
 
 
 def load_driver_module(recipe_dir: Path, name: str) -> ModuleType:
-    """megabuild.<name> from this feedstock's recipe/ (where conda-build runs it from).
-
-    Loaded under a package name of its own per recipe folder, so a feedstock checked by the
-    lint is never confused with a `megabuild` imported from elsewhere in the same process.
-    """
-    package_dir = (recipe_dir / "megabuild").resolve()
-    package = "_feedstock_driver_" + hashlib.sha1(str(package_dir).encode()).hexdigest()[:12]
-    if package not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            package, package_dir / "__init__.py", submodule_search_locations=[str(package_dir)])
-        if spec is None or spec.loader is None:
-            raise FeedstockError(f"cannot load the build driver from {package_dir}; "
-                                 "recipe/megabuild must be a Python package")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[package] = module
-        spec.loader.exec_module(module)
-    return importlib.import_module(f"{package}.{name}")
+    """megabuild.<name> from this feedstock's recipe/ (where conda-build runs it from), loaded
+    the one way the tools load the driver (localbuild.driver)."""
+    try:
+        return driver_module(recipe_dir.parent, name)
+    except DriverMissing as err:
+        raise FeedstockError(f"{err}; the lint checks the recipe against it") from None
 
 
 def system_library_packages(recipe_dir: Path, variant: Mapping[str, str]) -> dict[str, str]:

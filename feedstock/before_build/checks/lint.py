@@ -7,6 +7,7 @@ from ..ci.jobs import CiJob, platform_jobs
 from ..ci.rerender import ci_drift
 from ..ci.workflow import WORKFLOW_PATH, expected_workflow, workflow_state
 from ...errors import FeedstockError
+from ...text_input import UnreadableInput
 from ...layout import Feedstock, load_feedstock
 from ..render.outputs import render_job
 from ..render.selector_check import all_variant_keys as _all_keys, check_selectors
@@ -33,6 +34,8 @@ def check_zip_keys(feedstock: Feedstock) -> list[str]:
         for platform in feedstock.platforms():
             try:
                 parse_config_file(path, platform, feedstock.root, feedstock.build_platform(platform))
+            except UnreadableInput:
+                raise
             except FeedstockError as err:
                 if str(err) not in findings:
                     findings.append(str(err))
@@ -128,6 +131,8 @@ def lint(root: Path) -> list[str]:
         for platform in feedstock.platforms():
             matrices.append(analyse_platform(feedstock, platform))
             variant_keys |= set(matrices[-1].spec)
+    except UnreadableInput:
+        raise
     except FeedstockError as err:
         if str(err) not in findings:
             findings.append(str(err))
@@ -151,6 +156,8 @@ def check_workflow(feedstock: Feedstock, jobs: list[CiJob]) -> list[str]:
     and the jobs (a bad or unknown setting there is a finding too)."""
     try:
         state = workflow_state(feedstock, expected_workflow(feedstock, jobs))
+    except UnreadableInput:
+        raise
     except FeedstockError as err:
         return [str(err)]
     return [f"{WORKFLOW_PATH}: {state}; run: python -m feedstock rerender"] if state else []

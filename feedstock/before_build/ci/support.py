@@ -45,7 +45,9 @@ def expected_files(jobs: list[CiJob]) -> dict[str, str]:
 def current_files(folder: Path) -> dict[str, str]:
     if not folder.is_dir():
         return {}
-    return {p.name: p.read_text() for p in sorted(folder.glob("*.yaml")) if p.is_file()}
+    # generated files, compared for staleness: one that is not UTF-8 text is simply stale
+    return {p.name: p.read_text(encoding="utf-8", errors="replace")
+            for p in sorted(folder.glob("*.yaml")) if p.is_file()}
 
 
 @dataclass

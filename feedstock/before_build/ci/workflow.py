@@ -32,10 +32,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
-
 from ...errors import FeedstockError
-from ...text_input import read_text
+from ...text_input import read_yaml
 from ...layout import PLATFORM_NAMES, Feedstock, did_you_mean
 from .jobs import CiJob
 
@@ -121,12 +119,13 @@ def _forge_section(feedstock: Feedstock) -> dict:
 def _runners(feedstock: Feedstock) -> dict:
     """ci-runners.yml (absent: {}), its keys checked."""
     path = feedstock.root / RUNNERS_FILE
-    if not path.is_file():
-        return {}
     try:
-        data = yaml.safe_load(read_text(path, path.name))
-    except yaml.YAMLError as err:
-        raise FeedstockError(f"{RUNNERS_FILE} is not valid YAML ({getattr(err, 'problem', err)}); fix it")
+        data = read_yaml(path, RUNNERS_FILE)
+    except FileNotFoundError:
+        return {}
+    if data is None:  # an emptied file would drop every GPU runner from the workflow unseen
+        raise FeedstockError(f"{RUNNERS_FILE} is empty; give it its settings, or delete it for no GPU "
+                             "test runners")
     data = _mapping(data, RUNNERS_FILE)
     _known_keys(data, RUNNERS_KEYS, RUNNERS_FILE)
     return data

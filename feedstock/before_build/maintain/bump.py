@@ -16,11 +16,11 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
 from rattler import Version
 
 from ...atomic_files import replace_files
 from ...errors import FeedstockError
+from ...text_input import load_yaml
 from ...layout import Feedstock, load_feedstock
 from .patch_series import PatchResult, check_series, patch_paths, wanted_by_patches
 from .recipe_lines import (RecipeText, get_triton, get_version, has_rc_rule, recipe_files, set_build_number,
@@ -168,7 +168,7 @@ def _drop_entries(text: str, key: str, drop: set[int]) -> str:
 
 def _zipped_with(text: str, key: str) -> list[str]:
     """The other keys of ``key``'s zip_keys group in this pinning text."""
-    groups = (yaml.safe_load(text) or {}).get("zip_keys") or []
+    groups = (load_yaml(text, "the pinning file") or {}).get("zip_keys") or []
     for group in groups:
         if isinstance(group, list) and key in group:
             return [k for k in group if k != key]

@@ -14,11 +14,11 @@ import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import yaml
 from rattler import Version
 
 from ...atomic_files import replace_files
 from ...errors import FeedstockError
+from ...text_input import read_json, read_yaml
 from ...layout import Feedstock
 from .recipe_lines import get_triton, recipe_files, run_requirements
 from .source_tree import SourceFiles, load_source
@@ -269,7 +269,7 @@ def our_pins(feedstock: Feedstock) -> dict[str, tuple[list[str], str]]:
     """package -> (pinned versions, where): the pinning files' keys and the recipes' literal pins."""
     pins: dict[str, tuple[list[str], str]] = {}
     for config in feedstock.variant_config_files():
-        data = yaml.safe_load(config.read_text()) or {}
+        data = read_yaml(config, str(config.relative_to(feedstock.root))) or {}
         for key, values in data.items():
             if isinstance(values, list) and values and all(isinstance(v, (str, int, float)) for v in values):
                 # "3.10.* *_cpython" -> "3.10.*": the version, not the build string
@@ -301,11 +301,9 @@ def channel_versions(repodata_files: list[Path]) -> dict[str, str]:
     seen: dict[str, list[str]] = {}
     for path in repodata_files:
         try:
-            data = json.loads(Path(path).read_text())
+            data = read_json(Path(path))
         except FileNotFoundError:
             raise FeedstockError(f"repodata file {path} does not exist; pass a channel's <subdir>/repodata.json")
-        except json.JSONDecodeError as err:
-            raise FeedstockError(f"{path} is not valid JSON ({err.msg} at line {err.lineno}); pass a repodata.json")
         if not isinstance(data, dict) or not any(k in data for k in ("packages", "packages.conda")):
             raise FeedstockError(f"{path} has no packages/packages.conda; pass a channel's repodata.json")
         for section in ("packages", "packages.conda"):

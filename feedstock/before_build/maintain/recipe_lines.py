@@ -6,11 +6,13 @@ edit expects it is an error, never a guess.
 """
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from ...errors import FeedstockError
+from ...text_input import read_text
 
 META = "meta.yaml"
 V1 = "recipe.yaml"
@@ -35,8 +37,8 @@ def recipe_files(recipe_dir: Path) -> list[RecipeText]:
     found = []
     for name in (META, V1):
         path = recipe_dir / name
-        if path.is_file():
-            found.append(RecipeText(path, path.read_text()))
+        if os.path.lexists(path):
+            found.append(RecipeText(path, read_text(path, f"recipe/{name}")))
     if not found:
         raise FeedstockError(f"no recipe in {recipe_dir} (neither meta.yaml nor recipe.yaml)")
     return found

@@ -12,26 +12,26 @@ digits. That is conda-build's own recipe, so it changes exactly when a used valu
 from __future__ import annotations
 
 import hashlib
+import os
 import json
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 
 from ...errors import FeedstockError
-from ...text_input import read_text
+from ...text_input import load_yaml, read_text
 from ...layout import Feedstock, load_feedstock
 from ...platforms import Platform
-from ...suggest import close_names
+from localbuild.suggest import close_names
 from .jinja_functions import DEFERRED_PINS, resolve_pin_tokens
 from .matrix import explode
 from .recipe_render import HASH_PLACEHOLDER, read_recipe, render_recipe_text
+from .selector_check import refuse_bad_recipe_selectors
 from .variant_config import load_variant_spec
 from .variants import smithy_environ, used_by_outputs
 
-_Loader = getattr(yaml, "CBaseLoader", yaml.BaseLoader)
 _HASH_EXCLUDED = ("python", "r_base", "perl", "lua")
 _REQUIREMENT_SECTIONS = ("build", "host", "run", "run_constrained")
 
@@ -116,7 +116,7 @@ def ci_config_path(feedstock: Feedstock, config_name: str) -> Path:
         return candidate
     name = candidate.name[:-5] if candidate.name.endswith(".yaml") else candidate.name
     path = feedstock.ci_support / f"{name}.yaml"
-    if path.is_file():
+    if os.path.lexists(path):  # a folder or a broken link there is read, and refused, as such
         return path
     known = sorted(p.stem for p in feedstock.ci_support.glob("*.yaml"))
     if not known:
@@ -127,11 +127,11 @@ def ci_config_path(feedstock: Feedstock, config_name: str) -> Path:
 
 
 def load_ci_config(path: Path) -> dict[str, Any]:
+    label = f".ci_support/{path.name}"
     try:
-        data = yaml.load(read_text(path), Loader=_Loader) or {}
-    except yaml.YAMLError as err:
-        raise FeedstockError(f"{path.name} is not valid YAML ({getattr(err, 'problem', err)}); "
-                             "run: python -m feedstock rerender")
+        data = load_yaml(read_text(path, label), label, strings=True) or {}
+    except FeedstockError as err:
+        raise FeedstockError(f"{err}; or regenerate it: python -m feedstock rerender") from None
     if not isinstance(data, dict) or "target_platform" not in data:
         raise FeedstockError(f"{path.name} has no target_platform; it is not a .ci_support job file")
     platforms = data["target_platform"]
@@ -214,6 +214,7 @@ def render_ci_config(feedstock_root: Path, config_name: str) -> list[RenderedOut
     """Render the recipe for one .ci_support job; one entry per distinct output it builds."""
     feedstock = load_feedstock(Path(feedstock_root))
     path = ci_config_path(feedstock, config_name)
+    refuse_bad_recipe_selectors(feedstock)
     return render_job(feedstock, path.stem, load_ci_config(path))
 
 

@@ -12,15 +12,19 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import jinja2
-import yaml
 
 from ...errors import FeedstockError
 from ...platforms import Platform, environ_with, selector_namespace
+from localbuild.suggest import close_names
+from ...text_input import load_yaml, read_text
 from .jinja_functions import make_functions
 from .selectors import select_lines
 
 # conda-build fills PKG_HASH in later; until then the build string carries this placeholder
 HASH_PLACEHOLDER = "1234567"
+# the top-level sections conda-build knows (its metadata FIELDS); it refuses any other
+RECIPE_SECTIONS = frozenset({"package", "source", "build", "requirements", "app", "outputs", "test",
+                             "about", "extra"})
 
 
 @dataclass
@@ -94,15 +98,16 @@ def render_recipe_text(raw: str, platform: Platform, variant: Mapping[str, Any],
     except Exception as err:  # recipe code raised: report it as one line
         raise FeedstockError(f"recipe/meta.yaml: rendering failed on {platform.subdir} "
                              f"({type(err).__name__}: {err})")
-    try:
-        top = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" at rendered line {mark.line + 1}" if mark else ""
-        raise FeedstockError(f"recipe/meta.yaml: rendered text is not valid YAML{where} on "
-                             f"{platform.subdir} ({getattr(err, 'problem', err)}); check quoting and indentation")
-    if not isinstance(top, dict):
-        raise FeedstockError("recipe/meta.yaml: does not render to a mapping")
+    top = load_yaml(text, "recipe/meta.yaml (rendered)", context=f" on {platform.subdir}") or {}
+    if not isinstance(top, dict) or not top:
+        raise FeedstockError(f"recipe/meta.yaml renders to no recipe on {platform.subdir}; it needs "
+                             "package: and outputs: (is the file empty?)")
+    unknown = sorted(str(key) for key in top if key not in RECIPE_SECTIONS)
+    if unknown:
+        close = close_names(unknown[0], sorted(RECIPE_SECTIONS))
+        hint = f"did you mean {close[0]}?" if close else f"known: {', '.join(sorted(RECIPE_SECTIONS))}"
+        raise FeedstockError(f"recipe/meta.yaml: unknown section '{unknown[0]}' ({hint}); conda-build "
+                             "refuses sections it does not know")
     if not isinstance(top.get("outputs") or [], list):
         raise FeedstockError(f"recipe/meta.yaml: outputs must be a list of mappings on {platform.subdir}; "
                              "fix the recipe")
@@ -127,6 +132,6 @@ def _check_build_numbers(top: dict, outputs: list[dict], platform: Platform) -> 
 def read_recipe(recipe_dir: Path) -> str:
     path = recipe_dir / "meta.yaml"
     try:
-        return path.read_text()
-    except OSError:
-        raise FeedstockError(f"{path} not found; run from the feedstock root (the folder with recipe/)")
+        return read_text(path, "recipe/meta.yaml")
+    except FileNotFoundError:
+        raise FeedstockError(f"{path} not found; run from the feedstock root (the folder with recipe/)") from None

@@ -13,7 +13,8 @@ from pathlib import Path
 from ...errors import FeedstockError
 from ...layout import Feedstock
 from ...platforms import known_selector_names
-from ...suggest import close_names
+from localbuild.suggest import close_names
+from ...text_input import read_text
 from .selectors import check_selector, selector_names, split_selectors
 
 # conda-smithy's form for a selector comment: `value  # [expr]`
@@ -25,7 +26,7 @@ def all_variant_keys(feedstock: Feedstock) -> set[str]:
     """Variant keys named anywhere in the config files (read as text: works when parsing fails)."""
     keys: set[str] = set()
     for path in feedstock.variant_config_files():
-        keys |= set(TOP_LEVEL_KEY.findall(path.read_text(encoding="utf-8", errors="replace")))
+        keys |= set(TOP_LEVEL_KEY.findall(read_text(path, _rel(feedstock, path))))
     return keys
 
 
@@ -42,7 +43,7 @@ def check_selectors(feedstock: Feedstock, variant_keys: set[str], style: bool = 
     findings = []
     known = known_selector_names() | variant_keys
     for path in [feedstock.meta_yaml, *feedstock.variant_config_files()]:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        text = read_text(path, _rel(feedstock, path))
         raw_lines = text.splitlines()
         for line in split_selectors(text):
             if line.selector is None:
@@ -73,3 +74,12 @@ def refuse_bad_selectors(feedstock: Feedstock, action: str) -> None:
     if problems:
         more = f" ({len(problems) - 1} more: python -m feedstock lint)" if len(problems) > 1 else ""
         raise FeedstockError(f"{problems[0]}{more}; {action} wrote nothing")
+
+
+def refuse_bad_recipe_selectors(feedstock: Feedstock) -> None:
+    """The same check before a render (which writes nothing, but would print a recipe
+    without the lines an unknown selector drops)."""
+    problems = check_selectors(feedstock, all_variant_keys(feedstock), style=False)
+    if problems:
+        more = f" ({len(problems) - 1} more: python -m feedstock lint)" if len(problems) > 1 else ""
+        raise FeedstockError(f"{problems[0]}{more}; fix it, then render again")

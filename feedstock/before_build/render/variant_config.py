@@ -10,37 +10,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
-import yaml
 
 from ...errors import FeedstockError
-from ...text_input import read_text
+from ...text_input import load_yaml, read_text
 from ...platforms import DEFAULT_COMPILERS, Platform, selector_namespace
 from .selectors import select_lines
 
 Spec = dict[str, Any]
 
-_BaseLoader = getattr(yaml, "CBaseLoader", yaml.BaseLoader)
-
-
-class DuplicateKeyError(yaml.YAMLError):
-    def __init__(self, key: str, line: int, first_line: int) -> None:
-        super().__init__(f"key {key!r} is given twice")
-        self.key, self.line, self.first_line = key, line, first_line
-
-
-class _Loader(_BaseLoader):
-    """YAML keeps the last of two equal keys without a word, which silently changes the
-    matrix; a variant config with a repeated key (after selectors) is refused instead."""
-
-    def construct_mapping(self, node, deep=False):
-        seen: dict[str, int] = {}
-        for key_node, _ in node.value:
-            key = str(self.construct_object(key_node, deep=deep))
-            line = key_node.start_mark.line + 1
-            if key in seen:
-                raise DuplicateKeyError(key, line, seen[key])
-            seen[key] = line
-        return super().construct_mapping(node, deep=deep)
 _DEFAULT_EXTEND_KEYS = ["pin_run_as_build", "ignore_version", "ignore_build_only_deps", "extend_keys"]
 
 
@@ -107,24 +84,12 @@ def parse_config_file(path: Path, platform: Platform, root: Path | None = None,
     label = _label(path, root)
     try:
         text = read_text(path, label)
-    except OSError as err:
-        raise FeedstockError(f"cannot read variant config {label}: {err.strerror}; check the path")
+    except FileNotFoundError:
+        raise FeedstockError(f"cannot read variant config {label}: not found; check the path") from None
     linenos: list[int] = []
     selected = select_lines(text, selector_namespace(platform, build_platform=build_platform, environ=environ), label,
                             kept_linenos=linenos)
-    try:
-        spec = yaml.load(selected, Loader=_Loader) or {}
-    except DuplicateKeyError as err:
-        line, first = (linenos[n - 1] if n <= len(linenos) else n for n in (err.line, err.first_line))
-        raise FeedstockError(f"{label}:{line}: key '{err.key}' is given twice (first at line "
-                             f"{first}) on {platform.subdir}; YAML would keep the last one "
-                             "silently and change the matrix: remove one or give them exclusive "
-                             "selectors")
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f"{label}:{mark.line + 1}" if mark else label
-        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-        raise FeedstockError(f"{where}: invalid YAML ({problem}) on {platform.subdir}; fix the file")
+    spec = load_yaml(selected, label, strings=True, line_map=linenos, context=f" on {platform.subdir}") or {}
     if not isinstance(spec, dict):
         raise FeedstockError(f"{label}: expected a mapping of variant keys to lists; fix the file")
     _trim_empty(spec)
@@ -213,6 +178,11 @@ def load_variant_spec(files: list[Path], platform: Platform, root: Path | None =
                       environ: Mapping[str, str] | None = None) -> Spec:
     """The combined variant spec for ``platform``: internal defaults, then ``files`` in order."""
     specs: list[tuple[str, Spec]] = [("internal defaults", internal_defaults(platform))]
-    for path in files:
-        specs.append((_label(path, root), parse_config_file(path, platform, root, build_platform, environ)))
+    for index, path in enumerate(files):
+        spec = parse_config_file(path, platform, root, build_platform, environ)
+        if index == 0 and len(files) > 1 and not spec:
+            # the pinning file pins the compilers and every library: empty, the matrix loses them
+            raise FeedstockError(f"{_label(path, root)} has no variant keys on {platform.subdir} "
+                                 "(is it empty?); restore the pinning file")
+        specs.append((_label(path, root), spec))
     return combine_specs(specs)

@@ -9,8 +9,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from ...errors import FeedstockError
 from ...layout import Feedstock
 from ...platforms import Platform, environ_with
+from ...text_input import UnreadableInput
 from .matrix import Variant, explode, loop_keys
 from .recipe_render import RecipeVariantRender, read_recipe, render_recipe_text
 from .recipe_text import output_text, requirements_text, top_level_with_output
@@ -141,8 +143,16 @@ def analyse_platform(feedstock: Feedstock, platform: Platform) -> PlatformMatrix
     raw = read_recipe(feedstock.recipe_dir)
     environ = smithy_environ(feedstock, platform, raw)
     build_platform = feedstock.build_platform(platform)
-    spec = load_variant_spec(feedstock.variant_config_files(), platform, feedstock.root,
-                             build_platform, environ_with(environ))
+    try:
+        spec = load_variant_spec(feedstock.variant_config_files(), platform, feedstock.root,
+                                 build_platform, environ_with(environ))
+    except UnreadableInput:
+        raise
+    except FeedstockError as err:
+        reason = feedstock.why_targeted(platform)
+        if reason:  # the pins are fine; the platform is the surprise
+            raise FeedstockError(f"{err}; {reason}", exit_code=err.exit_code) from None
+        raise
     variants = explode(spec)
     built: list[VariantUse] = []
     all_used: set[str] = set()

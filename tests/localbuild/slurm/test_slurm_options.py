@@ -92,10 +92,13 @@ def test_dry_run_prints_the_scripts_and_command_lines_and_writes_nothing(fs):
     out = proc.stdout
     assert f"not submitted: {CUDA}: skipped (done)" in out
     assert "array: 3 task(s)" in out and f"  task 0: {CPU_GENERIC}" in out
-    # each task runs the local per-config build: --native by default, the cache passed on
+    # each task runs the local per-config build with the submitter's options (job.json):
+    # --native by default, the cache passed on
     task_line = next(line for line in out.splitlines() if line.startswith("exec "))
-    assert '"$config" --force --native --compile-cache redis://cache.example.org:6379 ' \
-           "--array-task " in task_line
+    assert '"$config" --force --array-task ' in task_line
+    lines = out.splitlines()
+    options = json.loads(lines[next(i for i, line in enumerate(lines) if "build_options" in line) + 1])
+    assert options["native"] is True and options["overrides"]["compile_cache"] == "redis://cache.example.org:6379"
     assert "sbatch --parsable --array=0-2 --job-name=build-locally" in out
     assert "--partition=gpu --time=1-12 --gpus=1 --qos high " in out
     assert "'--dependency=afterany:<ARRAY_ID>'" in out and "localbuild.slurm.finish" in out
@@ -123,9 +126,26 @@ def test_an_unreachable_controller_is_one_line(fs, tmp_path):
     assert not fs.artifacts.exists()
 
 
+def _job_file(job_dir: Path, **build_options) -> None:
+    """The job.json a submitting run writes, with these build options over the defaults."""
+    from localbuild.engine import Engine
+    from localbuild.plan import Options, build_options_json
+
+    job_dir.mkdir(parents=True, exist_ok=True)
+    engine = Engine(build_options.pop("engine", "docker"))
+    options = build_options_json(Options(feedstock_root=job_dir, engine=engine, **build_options))
+    (job_dir / "job.json").write_text(json.dumps({"build_options": options}))
+
+
+def test_a_task_without_the_submitters_options_is_one_line(fs):
+    proc = fs.run(CPU_GENERIC, "--force", "--array-task", str(fs.artifacts / "slurm" / "x"))
+    assert proc.returncode == 2 and "its job.json has no readable build_options" in one_error_line(proc)
+
+
 def test_array_task_builds_without_indexing_and_leaves_its_row(fs, tmp_path):
     """The task side, with the fake engine: SKIP_INDEX reaches the build, the row is written."""
     job_dir = fs.artifacts / "slurm" / "x"
+    _job_file(job_dir, engine="docker")
     proc = fs.run(CPU_GENERIC, "--force", "--array-task", str(job_dir), "--min-free-gb", "0")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     [run] = fs.runs()
@@ -262,9 +282,21 @@ OVERRIDE_FLAGS = {"pythons": ["--python", "3.12"], "cuda_arch": ["--cuda-arch", 
                   "compile_cache_read_only": ["--compile-cache-read-only"], "dev_tag": ["--dev-tag", "mine"]}
 
 
+def test_every_options_field_is_either_the_tasks_or_the_machines():
+    """A new Options field fails here until someone decides: does a Slurm task get the
+    submitter's value (BUILD_FIELDS), or decide it for itself (MACHINE_FIELDS)?"""
+    import dataclasses
+
+    from localbuild.plan import BUILD_FIELDS, MACHINE_FIELDS, Options
+
+    assert not set(BUILD_FIELDS) & set(MACHINE_FIELDS)
+    assert sorted(BUILD_FIELDS + MACHINE_FIELDS) == sorted(f.name for f in dataclasses.fields(Options))
+
+
 def test_every_build_option_reaches_the_slurm_task(tmp_path):
-    """Issue 25: the task's flags were rebuilt by hand and --heavy-jobs was dropped. Every
-    DevOverrides field must reach the task's command line (a new field fails here until it does)."""
+    """Issue 25: the task's flags were rebuilt by hand and --heavy-jobs was dropped. Now the
+    submitting run serializes its resolved options once (job.json's build_options) and the task
+    builds with them: every DevOverrides field and every other build option arrives."""
     import dataclasses
 
     from localbuild.overrides import DevOverrides
@@ -272,10 +304,31 @@ def test_every_build_option_reaches_the_slurm_task(tmp_path):
     assert sorted(f.name for f in dataclasses.fields(DevOverrides)) == sorted(OVERRIDE_FLAGS)
     rocm, cuda = "linux_64_blas_implgenericrocm_version7.2", "linux_64_blas_implmklcuda_compiler_version13.0"
     fs = make_feedstock(tmp_path, configs={rocm: dict(rocm="7.2", blas="generic"), cuda: dict(cuda="13.0")})
+    channel = tmp_path / "channel"
+    (channel / "noarch").mkdir(parents=True)
+    (channel / "noarch" / "repodata.json").write_text('{"packages": {}}')
     given = [word for words in OVERRIDE_FLAGS.values() for word in words]
-    proc = fs.run(rocm, cuda, "--scheduler", "slurm", "--python", "3.13", *given, "--dry-run")
+    others = ["--channel", str(channel), "--skip-tests", "--engine", "docker", "--tool", "rattler-build"]
+    proc = fs.run(rocm, cuda, "--scheduler", "slurm", "--python", "3.13", "--python", "3.12", *given, *others,
+                  "--dry-run")
     assert proc.returncode == 0, proc.stderr
-    task_line = next(line for line in proc.stdout.splitlines() if line.startswith("exec "))
-    for field, words in OVERRIDE_FLAGS.items():
-        assert " ".join(words) in task_line, (field, task_line)
-    assert "--python 3.13" in task_line  # a repeated option keeps every value
+    lines = proc.stdout.splitlines()
+    options = json.loads(lines[next(i for i, line in enumerate(lines) if "build_options" in line) + 1])
+    task_line = next(line for line in lines if line.startswith("exec "))
+    assert "--heavy-jobs" not in task_line and "--array-task" in task_line   # no flags rebuilt by hand
+    assert options["overrides"] == {"pythons": ["3.13", "3.12"], "cuda_arch": "9.0", "rocm_arch": "gfx90a",
+                                    "jobs": 8, "heavy_jobs": 2, "compile_cache": "/tmp/ccache-dir",
+                                    "compile_cache_read_only": True, "dev_tag": "mine"}
+    assert (options["engine"], options["tool"], options["skip_tests"], options["channels"]) == \
+        ("docker", "rattler-build", True, [str(channel)])
+    # the task side: with that job.json, the task's own plan carries every value
+    job_dir = fs.artifacts / "slurm" / "task-test"
+    job_dir.mkdir(parents=True)
+    (job_dir / "job.json").write_text(json.dumps({"build_options": options}))
+    task = fs.run(cuda, "--force", "--array-task", str(job_dir), "--min-free-gb", "0", "--dry-run")
+    assert task.returncode == 0, task.stderr
+    for shown in ("FEEDSTOCK_HEAVY_JOBS=2", "FEEDSTOCK_MAX_JOBS=8", "FEEDSTOCK_CUDA_ARCH_LIST=9.0",
+                  "FEEDSTOCK_DEV_TAG=mine", "FEEDSTOCK_COMPILE_CACHE_READ_ONLY=1", "BUILD_TOOL=rattler-build",
+                  "SKIP_TESTS=1", "-v /tmp/ccache-dir:/home/conda/compile-cache", f"CHANNEL_SOURCES={channel}",
+                  "docker run "):
+        assert shown in task.stdout, (shown, task.stdout)

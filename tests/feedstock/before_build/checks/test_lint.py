@@ -236,3 +236,22 @@ def test_selector_spacing_conda_smithy_lints(feedstock_copy):
     line = next(i for i, t in enumerate(meta.read_text().splitlines(), 1) if "- make #[linux]" in t)
     assert (f"recipe/meta.yaml:{line}: selector [linux] should read `value  # [expr]`: two spaces "
             "before # and one after it (conda-smithy's lint)") in proc.stdout
+
+
+def test_an_input_lint_cannot_read_stops_it_with_one_line(feedstock_copy):
+    # before: a folder where conda_build_config.yaml belongs gave 79 findings and exit 1; a job
+    # file that is not UTF-8 gave a traceback
+    cbc = feedstock_copy / "recipe" / "conda_build_config.yaml"
+    cbc.unlink()
+    cbc.mkdir()
+    proc = run_feedstock_cli("lint", root=feedstock_copy)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip() == "error: recipe/conda_build_config.yaml is a folder; a file belongs there"
+
+
+def test_a_job_file_that_is_not_utf8_is_a_stale_file_finding(feedstock_copy):
+    job = next((feedstock_copy / ".ci_support").glob("linux_64_*.yaml"))
+    job.write_bytes(job.read_bytes() + b"# caf\xe9\n")
+    proc = run_feedstock_cli("lint", root=feedstock_copy)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert f".ci_support/{job.name}" in proc.stdout and "rerender" in proc.stdout

@@ -1,7 +1,12 @@
 """``python -m feedstock rerender`` as a maintainer runs it: real processes on real files."""
 from __future__ import annotations
 
+import fcntl
+import os
 import shutil
+import subprocess
+import sys
+import time
 
 import yaml
 
@@ -301,3 +306,62 @@ def test_rerender_is_all_or_nothing_under_ctrl_c(feedstock_copy, tmp_path):
             (feedstock_copy / ".github" / "workflows" / "build.yml").unlink(missing_ok=True)
             assert _generated(feedstock_copy) == old
     assert any(code == 130 for code, _ in outcomes), outcomes  # some runs were interrupted
+
+
+def test_an_empty_or_folder_pinning_file_is_refused_not_taken_as_no_pins(feedstock_copy):
+    # before: rerender rewrote all 13 job files without a single pin, exit 0
+    pinning = feedstock_copy / "pinning.yaml"
+    pinning.write_text("")
+    proc = run_feedstock_cli("rerender", root=feedstock_copy)
+    _assert_clean_failure(proc, feedstock_copy, "pinning.yaml has no variant keys", "is it empty?")
+    pinning.unlink()
+    pinning.mkdir()
+    proc = run_feedstock_cli("rerender", root=feedstock_copy)
+    _assert_clean_failure(proc, feedstock_copy, "pinning.yaml is a folder")
+
+
+def test_an_empty_or_looping_ci_runners_yml_is_refused(feedstock_copy):
+    # before: the workflow lost its GPU runners (empty) or the file was taken as absent (loop)
+    runners = feedstock_copy / "ci-runners.yml"
+    runners.write_text("")
+    proc = run_feedstock_cli("rerender", root=feedstock_copy)
+    _assert_clean_failure(proc, feedstock_copy, "ci-runners.yml is empty")
+    runners.unlink()
+    runners.symlink_to("ci-runners.yml")
+    proc = run_feedstock_cli("rerender", root=feedstock_copy)
+    _assert_clean_failure(proc, feedstock_copy, "ci-runners.yml is a symbolic link loop")
+
+
+def test_an_empty_recipe_is_refused_not_rendered_to_three_jobs(feedstock_copy):
+    # before: 3 job files written and 12 removed, exit 0
+    (feedstock_copy / "recipe" / "meta.yaml").write_text("")
+    proc = run_feedstock_cli("rerender", root=feedstock_copy)
+    _assert_clean_failure(proc, feedstock_copy, "recipe/meta.yaml renders to no recipe")
+
+
+def test_without_conda_forge_yml_a_default_platform_is_named_as_the_cause(feedstock_copy):
+    # before: "pinning.yaml: zip_keys group ... has no values on win-64" and nothing else
+    (feedstock_copy / "conda-forge.yml").unlink()
+    proc = run_feedstock_cli("rerender", root=feedstock_copy)
+    _assert_clean_failure(proc, feedstock_copy, "win-64 is built only because conda-smithy builds",
+                          "conda-forge.yml is missing or empty", "provider: win_64: None")
+
+
+def test_a_second_writer_waits_for_the_first(feedstock_copy):
+    # before: two rerenders raced, and the loser was told to check permissions and free space
+    for job in (feedstock_copy / ".ci_support").glob("linux_*.yaml"):
+        job.unlink()
+    holder = os.open(feedstock_copy, os.O_RDONLY)
+    fcntl.flock(holder, fcntl.LOCK_EX)     # the first writer, still at work
+    proc = subprocess.Popen([sys.executable, "-m", "feedstock", "--feedstock-root", str(feedstock_copy), "rerender"],
+                            cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(3)
+        assert proc.poll() is None, proc.communicate()
+        assert not list((feedstock_copy / ".ci_support").glob("linux_*.yaml"))   # nothing written yet
+    finally:
+        os.close(holder)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert err.strip() == f"rerender: another command is writing {feedstock_copy}; waiting for it to finish"
+    assert "(12 written, 0 removed" in out

@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from tests.support.feedstock_cli import run_feedstock_cli
+from tests.support.feedstock_copy import copy_feedstock
 from tests.support.paths import RECIPE_VERSION, REPO_ROOT
 from feedstock.errors import FeedstockError
 from feedstock.before_build.render.outputs import RenderedOutput, render_ci_config
@@ -236,3 +237,61 @@ def test_variant_pins_become_prefix_matches_as_in_conda_build(rendered):
     assert f"libabseil {pins['libabseil'][0]}.*" in host
     assert f"libprotobuf {pins['libprotobuf'][0]}.*" in host
     assert f"libblas {pins['libblas'][0]}" in host and pins["libblas"][0].endswith("*netlib")
+
+
+CPU_JOB = "linux_64_blas_implgenericc_stdlib_version2.17cuda_compiler_versionNonegpu_backendcpurocm_versionNone"
+
+
+def _render_error(feedstock_copy, breakage) -> str:
+    breakage(feedstock_copy)
+    proc = run_feedstock_cli("render", CPU_JOB, root=feedstock_copy)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    return lines[0]
+
+
+def _append(rel: str, text: str):
+    return lambda root: (root / rel).write_text((root / rel).read_text() + text)
+
+
+def test_a_recipe_section_conda_build_does_not_know_is_refused(feedstock_copy):
+    # before: rendered as if the section were not there, exit 0
+    line = _render_error(feedstock_copy, _append("recipe/meta.yaml", "\nrequirement:\n  host: []\n"))
+    assert "unknown section 'requirement' (did you mean requirements?)" in line
+
+
+def test_a_key_given_twice_is_refused_where_yaml_keeps_the_last(feedstock_copy):
+    # before: a traceback in meta.yaml ('str' object has no attribute 'get'); in a job file,
+    # the second value silently won
+    line = _render_error(feedstock_copy, _append("recipe/meta.yaml", "\npackage: again\n"))
+    assert "key 'package' is given twice" in line
+    fresh = feedstock_copy.parent / "fresh"
+    copy_feedstock(fresh)
+    line = _render_error(fresh, _append(f".ci_support/{CPU_JOB}.yaml", "target_platform:\n- linux-64\n"))
+    assert f".ci_support/{CPU_JOB}.yaml" in line and "key 'target_platform' is given twice" in line
+
+
+def test_an_unknown_selector_in_the_recipe_is_refused_by_render(feedstock_copy):
+    # before: render printed the recipe without the lines the selector dropped, exit 0
+    def misspell(root):
+        meta = root / "recipe" / "meta.yaml"
+        meta.write_text(meta.read_text().replace("# [linux]", "# [linnux]", 1))
+    line = _render_error(feedstock_copy, misspell)
+    assert "linnux (did you mean linux" in line and "render again" in line
+
+
+def test_an_empty_or_binary_recipe_is_one_line(feedstock_copy):
+    line = _render_error(feedstock_copy, lambda root: (root / "recipe" / "meta.yaml").write_text(""))
+    assert "recipe/meta.yaml renders to no recipe" in line
+    line = _render_error(feedstock_copy, lambda root: (root / "recipe" / "meta.yaml").write_bytes(bytes(range(256))))
+    assert "recipe/meta.yaml:2: byte 0x80 is not UTF-8 text" in line   # 0x0a, a newline, comes first
+
+
+def test_a_bom_or_crlf_recipe_renders_as_the_plain_one(feedstock_copy):
+    plain = run_feedstock_cli("render", CPU_JOB, "--json", root=feedstock_copy)
+    meta = feedstock_copy / "recipe" / "meta.yaml"
+    text = meta.read_bytes()
+    meta.write_bytes(b"\xef\xbb\xbf" + text.replace(b"\n", b"\r\n"))
+    marked = run_feedstock_cli("render", CPU_JOB, "--json", root=feedstock_copy)
+    assert plain.returncode == marked.returncode == 0, marked.stderr
+    assert json.loads(marked.stdout) == json.loads(plain.stdout)

@@ -1,0 +1,446 @@
+#!/usr/bin/env python3
+"""The bad-input corpus: every command of the feedstock, fed broken files and bad option values.
+
+Every `python -m feedstock` subcommand and `build-locally.py` with its main options run in a
+scratch copy of the feedstock, once per case. A case breaks one file the command reads (a
+non-UTF-8 byte, a BOM, CRLF line ends, an empty file, truncated YAML, binary junk, a folder
+where the file belongs, an unreadable file, a symlink loop, an unknown key, an unknown
+selector, a duplicated key) or gives one bad option value. Each case must end in
+
+  - exit 2 (bad input) or 3 (environment), with exactly one `error:` line and no traceback, or,
+    for a change that means the same thing (a BOM, CRLF line ends), the clean run's exit status
+    and output;
+  - the scratch tree byte for byte as it was before the command ran (an input is never
+    modified, nothing is left half-written).
+
+Prints one line per failing case and ends with
+`bad inputs: N tried, T tracebacks, C trees changed` (and the other failures, if any); exit 1
+when any case failed. Adding a command or an input file is adding rows to CASES below.
+
+    python3 benchmarks/bad_inputs.py            # the whole corpus (about 3 minutes on 2 cores)
+    python3 benchmarks/bad_inputs.py -k rerender --verbose
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+ROOT = Path(__file__).resolve().parent.parent
+# what the commands read: the feedstock's inputs and build-locally's own tree
+TREE = ("recipe", "pinning.yaml", "conda-forge.yml", "ci-runners.yml", ".ci_support", ".github",
+        "build-locally.py", "localbuild")
+CPU_CONFIG = "linux_64_blas_implgenericc_stdlib_version2.17cuda_compiler_versionNonegpu_backendcpurocm_versionNone"
+CUDA_CONFIG = "linux_64_blas_implgenericc_stdlib_version2.17cuda_compiler_version12.9gpu_backendcudarocm_versionNone"
+EMPTY_REPODATA = '{"info": {"subdir": "%s"}, "packages": {}, "packages.conda": {}, "repodata_version": 1}\n'
+
+
+# --- the breakages -------------------------------------------------------------------------
+
+def _non_utf8(data: bytes) -> bytes:
+    cut = data.find(b"\n", len(data) // 2) + 1
+    return data[:cut] + b"# caf\xe9 \xff\n" + data[cut:]
+
+
+def _truncated(data: bytes) -> bytes:
+    # cut mid-file, inside a flow sequence: what an interrupted copy of a YAML file looks like
+    cut = data.find(b"\n", len(data) // 2) + 1
+    return data[:cut] + b"zz_cut_here: [a, b"
+
+
+def _unknown_key(data: bytes) -> bytes:
+    return data.rstrip(b"\n") + b"\nzz_unknown_key: 1\n"
+
+
+def _unknown_selector(data: bytes) -> bytes | None:
+    new, count = re.subn(rb"# \[[^\]\n]+\]", b"# [x86_65]", data, count=1)
+    return new if count else None
+
+
+def _duplicated_key(data: bytes) -> bytes | None:
+    # the first top-level key again, at the end, with another value
+    match = re.search(rb"^([A-Za-z_][\w.-]*):", data, re.M)
+    if not match:
+        return None
+    return data.rstrip(b"\n") + b"\n" + match.group(1) + b": duplicated\n"
+
+
+CONTENT: dict[str, Callable[[bytes], bytes | None]] = {
+    "non-utf8": _non_utf8,
+    "bom": lambda data: b"\xef\xbb\xbf" + data,
+    "crlf": lambda data: data.replace(b"\r\n", b"\n").replace(b"\n", b"\r\n"),
+    "empty": lambda data: b"",
+    "truncated": _truncated,
+    "binary": lambda data: bytes(range(256)) * 8,
+    "unknown-key": _unknown_key,
+    "unknown-selector": _unknown_selector,
+    "duplicated-key": _duplicated_key,
+}
+SHAPE = ("folder", "unreadable", "symlink-loop")
+SAME_MEANING = ("bom", "crlf")       # may be accepted, if the result is the clean run's
+# (file, breakage) that may be accepted when the result is the clean run's, and why
+ACCEPTED = {
+    # conda-build reads a variant key nobody uses and ignores it: pinning files carry hundreds
+    ("recipe/conda_build_config.yaml", "unknown-key"): "an unused variant key",
+    ("pinning.yaml", "unknown-key"): "an unused variant key",
+    (f".ci_support/{CPU_CONFIG}.yaml", "unknown-key"): "an unused variant key",
+}
+# lint's own business: a broken selector, or a job file that is not what rerender writes
+# (stale, whatever is wrong with it), is a finding (exit 1), not an error
+FINDINGS = {("feedstock lint", "recipe/conda_build_config.yaml", "unknown-selector"),
+            ("feedstock lint", f".ci_support/{CPU_CONFIG}.yaml", None),
+            # against the corpus's stand-in source no patch applies: exit 1 is the answer
+            ("feedstock patches check", None, None)}
+ALL_BREAKAGES = (*CONTENT, *SHAPE)
+YAML_BREAKAGES = ALL_BREAKAGES
+TEXT_BREAKAGES = tuple(b for b in ALL_BREAKAGES if b not in ("unknown-key", "duplicated-key",
+                                                             "unknown-selector", "truncated"))
+
+
+def break_file(path: Path, how: str) -> bool:
+    """Apply one breakage to path (which exists); False where it does not apply."""
+    if how in CONTENT:
+        new = CONTENT[how](path.read_bytes())
+        if new is None:
+            return False
+        path.write_bytes(new)
+    elif how == "folder":
+        path.unlink()
+        path.mkdir()
+        (path / "inside.txt").write_text("a folder where a file belongs\n")
+    elif how == "unreadable":
+        if os.geteuid() == 0:
+            return False  # root reads every file whatever its mode
+        path.chmod(0)
+    elif how == "symlink-loop":
+        path.unlink()
+        path.symlink_to(path.name)
+    return True
+
+
+# --- the cases -----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Case:
+    command: str                    # label: "feedstock rerender", "build-locally --dry-run"
+    argv: tuple[str, ...]           # after the program; {tree} and {work} are filled in
+    target: str | None = None       # the file broken, relative to the tree
+    how: str | None = None          # the breakage, or None for a bad option value
+    feedstock: bool = True          # python -m feedstock (else build-locally.py)
+
+    @property
+    def name(self) -> str:
+        what = f"{self.target} {self.how}" if self.target else " ".join(self.argv)
+        return f"{self.command}: {what}"
+
+
+@dataclass
+class Result:
+    case: Case
+    code: int
+    output: str
+    changed: list[str] = field(default_factory=list)
+    problem: str = ""               # "" when the case passed
+    traceback: bool = False
+
+
+def _files(command: str, argv: tuple[str, ...], targets: dict[str, tuple[str, ...]],
+           feedstock: bool = True) -> list[Case]:
+    return [Case(command, argv, target, how, feedstock)
+            for target, breakages in targets.items() for how in breakages]
+
+
+def _options(command: str, argvs: list[tuple[str, ...]], feedstock: bool) -> list[Case]:
+    return [Case(command, argv, feedstock=feedstock) for argv in argvs]
+
+
+def all_cases() -> list[Case]:
+    cbc, meta, rattler = "recipe/conda_build_config.yaml", "recipe/meta.yaml", "recipe/recipe.yaml"
+    job = f".ci_support/{CPU_CONFIG}.yaml"
+    cases: list[Case] = []
+    cases += _files("feedstock rerender", ("rerender",), {
+        cbc: YAML_BREAKAGES, "conda-forge.yml": YAML_BREAKAGES, "ci-runners.yml": YAML_BREAKAGES,
+        "pinning.yaml": YAML_BREAKAGES, meta: YAML_BREAKAGES})
+    cases += _files("feedstock rerender --check", ("rerender", "--check"), {
+        cbc: ("non-utf8", "unknown-selector", "folder"), "conda-forge.yml": ("non-utf8", "unknown-key")})
+    cases += _files("feedstock render", ("render", CPU_CONFIG), {job: YAML_BREAKAGES, meta: YAML_BREAKAGES})
+    cases += _files("feedstock lint", ("lint",), {
+        cbc: ("non-utf8", "binary", "folder", "symlink-loop", "unknown-selector"),
+        "conda-forge.yml": ("non-utf8", "unknown-key", "truncated"),
+        job: ("non-utf8", "empty", "folder")})
+    cases += _files("feedstock parity", ("parity",), {
+        rattler: ("non-utf8", "empty", "truncated", "binary", "folder", "symlink-loop"),
+        meta: ("non-utf8", "folder")})
+    cases += _files("feedstock deps", ("deps", "--repodata", "{work}/repodata.json"),
+                    {"{work}/repodata.json": YAML_BREAKAGES})
+    cases += _files("feedstock deps", ("deps", "--wheel", "{work}/torch.whl"),
+                    {"{work}/torch.whl": ("empty", "binary", "folder", "symlink-loop", "non-utf8")})
+    cases += _files("feedstock bump", ("bump", "9.9.9", "--source", "{work}/source", "--skip-patch-check"), {
+        meta: YAML_BREAKAGES, rattler: ("non-utf8", "folder", "symlink-loop", "empty", "binary")})
+    cases += _files("feedstock patches check", ("patches", "check", "--source", "{work}/source"), {
+        meta: ("non-utf8", "folder", "empty", "binary", "symlink-loop"),
+        "recipe/patches/0001-cpp_extension-find-conda-CUDA-target-directory.patch": TEXT_BREAKAGES})
+    cases += _files("feedstock downstream", ("downstream", "--catalog", "{work}/catalog.yaml",
+                                             "--channel", "{work}/channel", "--work", "{work}/dswork"),
+                    {"{work}/catalog.yaml": YAML_BREAKAGES})
+    cases += _files("feedstock downstream", ("downstream", "--channel", "{work}/channel",
+                                             "--work", "{work}/dswork"),
+                    {"{work}/channel/noarch/repodata.json": YAML_BREAKAGES,
+                     "recipe/dependents.yaml": YAML_BREAKAGES})
+    image = ("image", "--channel", "{work}/channel", "--flavour", "cpu", "--python", "3.12",
+             "--output", "{work}/image-out")
+    cases += _files("feedstock image", (*image, "--requirements", "{work}/requirements.txt"),
+                    {"{work}/requirements.txt": TEXT_BREAKAGES})
+    cases += _files("feedstock image", image, {"{work}/channel/noarch/repodata.json": YAML_BREAKAGES,
+                                               "{work}/channel/linux-64/repodata.json": ("non-utf8", "binary", "truncated")})
+    cases += _options("feedstock", [
+        ("render", "no_such_config"), ("render", "../../etc/passwd"), ("render", ""),
+        ("bump", "not-a-version", "--source", "{work}/source"),
+        ("bump", "9.9.9", "--source", "{work}/nowhere"),
+        ("bump", "9.9.9", "--source", "{work}/source", "--sha256", "xyz"),
+        ("bump", "9.9.9", "--source", "{work}/source", "--wheel", "{work}/nowhere.whl"),
+        ("deps", "--source", "{work}/nowhere"), ("deps", "--repodata", "{work}/nowhere.json"),
+        ("deps", "--format", "xml"),
+        ("patches", "check", "--source", "{work}/nowhere"),
+        ("patches", "refresh", "--source-git", "{work}/nowhere", "--base", "v1"),
+        ("patches", "refresh", "--source-git", "{work}/source", "--base", "v1"),
+        ("patches", "frobnicate"),
+        ("downstream", "--channel", "{work}/nowhere"), ("downstream", "no_such_dependent"),
+        ("downstream", "--variant", "nonsense", "--channel", "{work}/channel"),
+        ("downstream", "--env", "cpu", "--channel", "{work}/channel"),
+        ("downstream", "--env", "purple={work}/nowhere"),
+        ("downstream", "--catalog", "{work}/nowhere.yaml", "--channel", "{work}/channel"),
+        (*image[:-2], "--output", "{work}/image-out", "--flavour", "cpu"),
+        ("image", "--channel", "{work}/channel", "--flavour", "purple", "--python", "3.12", "--output", "{work}/o"),
+        ("image", "--channel", "{work}/channel", "--flavour", "cpu", "--python", "2.7", "--output", "{work}/o"),
+        ("image", "--channel", "{work}/nowhere", "--flavour", "cpu", "--python", "3.12", "--output", "{work}/o"),
+        (*image, "--requirements", "{work}/nowhere.txt"),
+        (*image, "--base", "{work}/nowhere.tar"),
+        (*image, "--find-links", "{work}/nowhere"),
+        (*image, "--cuda", "banana"),
+        (*image, "--host-python", "{work}/nowhere/python"),
+        ("frobnicate",), ("lint", "--frobnicate"),
+    ], feedstock=True)
+    dry = ("--dry-run", CPU_CONFIG)
+    cases += _files("build-locally --dry-run", dry, {job: YAML_BREAKAGES}, feedstock=False)
+    cases += _files("build-locally --list", ("--list",), {job: ("non-utf8", "empty", "binary", "folder", "symlink-loop",
+                                                                "truncated", "duplicated-key")}, feedstock=False)
+    cases += _files("build-locally --dry-run --channel", (*dry, "--channel", "{work}/channel"),
+                    {"{work}/channel/noarch/repodata.json": ("non-utf8", "binary", "folder", "truncated")},
+                    feedstock=False)
+    cases += _options("build-locally", [
+        ("no_such_config",), ("--all", "--filter", "["), ("--all", "--filter", "matches_nothing"),
+        (*dry, "--python", "2.7"), (*dry, "--python", "three"), (CUDA_CONFIG, "--dry-run", "--cuda-arch", "banana"),
+        (CUDA_CONFIG, "--dry-run", "--cuda-arch", "1.0"), (*dry, "--rocm-arch", "gfx9999"),
+        (*dry, "--cuda-arch", "9.0"), (*dry, "--jobs", "0"), (*dry, "--jobs", "-3"), (*dry, "--heavy-jobs", "x"),
+        (*dry, "--dev-tag", "has space"), (*dry, "--compile-cache", "redis://"),
+        (*dry, "--compile-cache", "ftp://example.org/cache"), (*dry, "--compile-cache-read-only"),
+        (*dry, "--ccache", "{work}/repodata.json"),
+        (*dry, "--engine", "docker", "--native"), (CPU_CONFIG, "--engine", "{work}/nowhere/docker"),
+        (*dry, "--apptainer-image", "{work}/nowhere.sif"), (*dry, "--tool", "make"),
+        (*dry, "--channel", "{work}/nowhere"), (*dry, "--channel", "bad name with spaces"),
+        (*dry, "--min-free-gb", "-1"), (*dry, "--min-free-gb", "lots"),
+        (*dry, "--scheduler", "pbs"), (*dry, "--partition", "gpu"),
+        (*dry, "--scheduler", "slurm", "--time", "forever"), (*dry, "--scheduler", "slurm", "--mem", "lots"),
+        (*dry, "--scheduler", "slurm", "--gpus", "-1"), (*dry, "--scheduler", "slurm", "--cpus-per-task", "0"),
+        (*dry, "--scheduler", "slurm", "--sbatch-arg", "--array=1-5"),
+        (CPU_CONFIG, CUDA_CONFIG, "--debug"), (*dry, "--output-id", "../escape"),
+        (*dry, "--upload"), ("--all", "--debug"),
+    ], feedstock=False)
+    return cases
+
+
+# --- running -------------------------------------------------------------------------------
+
+def tree_digest(root: Path) -> dict[str, str]:
+    """relative path -> what it is (file bytes' sha256, link target, or a folder), links not followed."""
+    found: dict[str, str] = {}
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        for name in dirs + files:
+            path = Path(folder) / name
+            rel = str(path.relative_to(root))
+            mode = path.lstat().st_mode
+            if stat.S_ISLNK(mode):
+                found[rel] = "link:" + os.readlink(path)
+            elif stat.S_ISDIR(mode):
+                found[rel] = "dir"
+            else:
+                try:
+                    found[rel] = hashlib.sha256(path.read_bytes()).hexdigest() + f":{stat.S_IMODE(mode):o}"
+                except OSError as err:
+                    found[rel] = f"unreadable:{err.errno}:{stat.S_IMODE(mode):o}"
+    return found
+
+
+def make_scratch(base: Path) -> tuple[Path, Path]:
+    """A copy of the feedstock (tree) and a folder of other inputs (work): a tiny empty channel,
+    a catalog, a requirements file, a repodata file, a wheel-shaped file, a source folder."""
+    tree, work = base / "tree", base / "work"
+    tree.mkdir()
+    for name in TREE:
+        src = ROOT / name
+        if src.is_dir():
+            shutil.copytree(src, tree / name, ignore=shutil.ignore_patterns("__pycache__"))
+        elif src.exists():
+            shutil.copy2(src, tree / name)
+    for subdir in ("noarch", "linux-64"):
+        (work / "channel" / subdir).mkdir(parents=True)
+        (work / "channel" / subdir / "repodata.json").write_text(EMPTY_REPODATA % subdir)
+    shutil.copy2(ROOT / "recipe" / "dependents.yaml", work / "catalog.yaml")
+    (work / "requirements.txt").write_text("einops==0.8.1\n")
+    (work / "repodata.json").write_text(EMPTY_REPODATA % "linux-64")
+    (work / "torch.whl").write_bytes(b"PK\x05\x06" + b"\0" * 18)   # an empty zip
+    (work / "source").mkdir()
+    (work / "source" / "version.txt").write_text("9.9.9\n")
+    return tree, work
+
+
+def _fill(text: str, tree: Path, work: Path) -> str:
+    return text.replace("{tree}", str(tree)).replace("{work}", str(work))
+
+
+def run_command(case: Case, tree: Path, work: Path, timeout: float) -> tuple[int, str]:
+    argv = [_fill(arg, tree, work) for arg in case.argv]
+    if case.feedstock:
+        command = [sys.executable, "-m", "feedstock", "--feedstock-root", str(tree), *argv]
+        cwd = ROOT
+    else:
+        command = [sys.executable, str(tree / "build-locally.py"), *argv]
+        cwd = tree
+    env = {k: v for k, v in os.environ.items() if k not in ("CI", "DOCKER_EXECUTABLE")}
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    try:
+        proc = subprocess.run(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, capture_output=True,
+                              text=True, errors="replace", timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return -1, f"timed out after {timeout:.0f} s"
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def judge(case: Case, code: int, output: str, clean: tuple[int, str] | None) -> tuple[str, bool]:
+    """(problem or "", whether the output holds a traceback)."""
+    traceback = "Traceback (most recent call last)" in output
+    if traceback:
+        return "traceback", True
+    if code == -1:
+        return output, False
+    # ours: "error: ..."; argparse's: "PROG: error: ..."
+    errors = [line for line in output.splitlines() if re.match(r"^([\w. -]+: )?error: ", line)]
+    if code in (2, 3):
+        return ("" if len(errors) == 1 else f"exit {code} with {len(errors)} error lines"), False
+    same = clean is not None and (code, _normal(output)) == (clean[0], _normal(clean[1]))
+    if same and (case.how in SAME_MEANING or (case.target, case.how) in ACCEPTED):
+        return "", False
+    if code == 1 and any(command == case.command and target in (case.target, None) and how in (case.how, None)
+                         for command, target, how in FINDINGS):
+        return "", False
+    return f"exit {code}" + (f" ({output.strip().splitlines()[-1][:160]})" if output.strip() else ""), False
+
+
+def _normal(output: str) -> str:
+    # the scratch folder and timings differ from run to run
+    output = re.sub(r"/[\w/.-]*bad-inputs-[\w]+/(case|clean)-\d+", "SCRATCH", output)
+    return re.sub(r"\d+", "N", output)
+
+
+def run_case(case: Case, base: Path, timeout: float, clean: dict) -> Result | None:
+    tree, work = make_scratch(base)
+    try:
+        if case.target is not None:
+            target = Path(_fill(case.target, tree, work)) if "{work}" in case.target else tree / case.target
+            if not break_file(target, case.how or ""):
+                return None
+        before = tree_digest(tree), tree_digest(work)
+        code, output = run_command(case, tree, work, timeout)
+        after = tree_digest(tree), tree_digest(work)
+        changed = sorted({path for b, a in zip(before, after) for path in set(b) | set(a)
+                          if b.get(path) != a.get(path)
+                          and not path.startswith(("dswork", "image-out", "o"))})  # the commands' own outputs
+        problem, traceback = judge(case, code, output, clean.get((case.command, case.argv, case.feedstock)))
+        if changed and not problem:
+            problem = "changed " + ", ".join(changed[:4])
+        return Result(case, code, output, changed, problem, traceback)
+    finally:
+        for path in base.rglob("*"):
+            if not path.is_symlink():
+                try:
+                    path.chmod(0o700 if path.is_dir() else 0o600)
+                except OSError:
+                    pass
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def clean_runs(cases: list[Case], scratch: Path, timeout: float) -> dict:
+    """The clean run of every command that a same-meaning breakage is compared with."""
+    wanted = {(c.command, c.argv, c.feedstock) for c in cases
+              if c.how in SAME_MEANING or (c.target, c.how) in ACCEPTED}
+    found = {}
+    for index, (command, argv, feedstock) in enumerate(sorted(wanted)):
+        base = scratch / f"clean-{index}"
+        base.mkdir()
+        tree, work = make_scratch(base)
+        found[(command, argv, feedstock)] = run_command(Case(command, argv, feedstock=feedstock), tree, work, timeout)
+        shutil.rmtree(base, ignore_errors=True)
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog="The summary line: bad inputs: N tried, T tracebacks, C trees changed")
+    parser.add_argument("-k", dest="match", metavar="TEXT", help="only the cases whose name contains TEXT")
+    parser.add_argument("--jobs", type=int, default=max(1, min(4, os.cpu_count() or 1)),
+                        help="cases run at once (default: the cores, at most 4)")
+    parser.add_argument("--timeout", type=float, default=120, help="seconds one command may take")
+    parser.add_argument("--verbose", action="store_true", help="print every case with its exit status")
+    args = parser.parse_args(argv)
+    cases = [c for c in all_cases() if not args.match or args.match in c.name]
+    if not cases:
+        print(f"error: no case matches {args.match!r}", file=sys.stderr)
+        return 2
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="bad-inputs-") as scratch_name:
+        scratch = Path(scratch_name)
+        clean = clean_runs(cases, scratch, args.timeout)
+        bases = [scratch / f"case-{i}" for i in range(len(cases))]
+        for base in bases:
+            base.mkdir()
+        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            results = list(pool.map(lambda pair: run_case(pair[0], pair[1], args.timeout, clean), zip(cases, bases)))
+    tried = [r for r in results if r is not None]
+    failed = [r for r in tried if r.problem]
+    for result in tried:
+        if result.problem or args.verbose:
+            status = "FAIL" if result.problem else "ok"
+            print(f"{status} {result.case.name}: exit {result.code}" + (f": {result.problem}" if result.problem else ""))
+            if result.problem and args.verbose:
+                print("    " + "\n    ".join(result.output.strip().splitlines()[-6:]))
+    tracebacks = sum(r.traceback for r in tried)
+    changed = sum(bool(r.changed) for r in tried)
+    other = len(failed) - sum(1 for r in failed if r.traceback or r.changed)
+    skipped = len(results) - len(tried)
+    print(f"{len(tried)} cases in {time.monotonic() - start:.0f} s ({skipped} not applicable here"
+          f"{', unreadable files need a non-root user' if os.geteuid() == 0 else ''})")
+    print(f"bad inputs: {len(tried)} tried, {tracebacks} tracebacks, {changed} trees changed"
+          + (f", {other} other failures" if other else ""))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        sys.exit(130)

@@ -1,0 +1,39 @@
+"""benchmarks/bad_inputs.py, the bad-input corpus: every command against broken files and bad
+option values ends in one error line (exit 2 or 3), no traceback, the tree unchanged."""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+from tests.support.paths import REPO_ROOT
+
+SCRIPT = REPO_ROOT / "benchmarks" / "bad_inputs.py"
+
+
+def test_the_corpus_finds_no_traceback_and_no_changed_tree():
+    proc = subprocess.run([sys.executable, str(SCRIPT)], cwd=REPO_ROOT, capture_output=True, text=True,
+                          timeout=1200)
+    last = proc.stdout.strip().splitlines()[-1]
+    match = re.fullmatch(r"bad inputs: (\d+) tried, (\d+) tracebacks, (\d+) trees changed", last)
+    assert match, proc.stdout[-3000:] + proc.stderr[-2000:]
+    tried, tracebacks, changed = map(int, match.groups())
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert tried >= 250 and tracebacks == 0 and changed == 0
+
+
+def test_a_case_that_fails_is_named_and_counted(tmp_path):
+    """The judge itself: a command that prints a traceback is a failure the summary counts."""
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        import bad_inputs
+    finally:
+        sys.path.pop(0)
+    case = bad_inputs.Case("feedstock render", ("render", "x"), "recipe/meta.yaml", "non-utf8")
+    traceback = "Traceback (most recent call last):\n  File ...\nUnicodeDecodeError: ...\n"
+    assert bad_inputs.judge(case, 1, traceback, None) == ("traceback", True)
+    assert bad_inputs.judge(case, 2, "error: one\nerror: two\n", None)[0] == "exit 2 with 2 error lines"
+    assert bad_inputs.judge(case, 0, "rendered\n", None)[0].startswith("exit 0")
+    assert bad_inputs.judge(case, 2, "error: recipe/meta.yaml:3: byte 0xe9 is not UTF-8 text\n", None) == ("", False)
+    # an argparse usage error is one error line too
+    assert bad_inputs.judge(case, 2, "usage: x\npython -m feedstock render: error: bad\n", None) == ("", False)

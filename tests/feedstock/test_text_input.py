@@ -1,0 +1,62 @@
+"""feedstock/text_input.py: the tools' one reader of input files."""
+from __future__ import annotations
+
+import pytest
+
+from feedstock.errors import FeedstockError
+from feedstock.text_input import UnreadableInput, load_yaml, read_json, read_text, read_yaml
+
+
+def test_a_bom_is_dropped_and_crlf_kept_for_yaml_to_read(tmp_path):
+    path = tmp_path / "a.yaml"
+    path.write_bytes(b"\xef\xbb\xbfkey: 1\r\nother: [a, b]\r\n")
+    assert read_text(path).startswith("key: 1")
+    assert read_yaml(path) == {"key": 1, "other": ["a", "b"]}
+
+
+@pytest.mark.parametrize("make, needle", [
+    (lambda p: p.mkdir(), "x.yaml is a folder; a file belongs there"),
+    (lambda p: p.symlink_to(p.name), "x.yaml is a symbolic link loop"),
+    (lambda p: p.symlink_to("nowhere"), "x.yaml is a symbolic link to nothing (nowhere)"),
+    (lambda p: p.write_bytes(b"a: 1\nb: caf\xe9\n"), "x.yaml:2: byte 0xe9 is not UTF-8 text"),
+])
+def test_what_is_not_a_readable_file_is_one_error(tmp_path, make, needle):
+    path = tmp_path / "x.yaml"
+    make(path)
+    with pytest.raises(UnreadableInput) as caught:
+        read_text(path, "x.yaml")
+    assert needle in str(caught.value)
+    assert isinstance(caught.value, FeedstockError)
+
+
+def test_only_a_path_with_nothing_there_is_absent(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        read_text(tmp_path / "missing.yaml")
+
+
+@pytest.mark.parametrize("strings", [True, False])
+def test_a_key_twice_is_refused_with_both_lines(strings):
+    with pytest.raises(UnreadableInput) as caught:
+        load_yaml("a: 1\nb: 2\na: 3\n", "f.yaml", strings=strings)
+    assert "f.yaml:3: key 'a' is given twice (first at line 1)" in str(caught.value)
+
+
+def test_lines_map_back_through_removed_selector_lines():
+    # text line 2 was line 5 of the file before selectors removed lines
+    with pytest.raises(UnreadableInput) as caught:
+        load_yaml("a: 1\na: 2\n", "cbc.yaml", strings=True, line_map=[1, 5], context=" on linux-64")
+    assert str(caught.value).startswith("cbc.yaml:5: key 'a' is given twice (first at line 1) on linux-64")
+
+
+def test_strings_keep_versions_as_written():
+    assert load_yaml("python:\n- 3.10\n", "x", strings=True) == {"python": ["3.10"]}
+    assert load_yaml("python:\n- 3.10\n", "x") == {"python": [3.1]}
+
+
+def test_invalid_yaml_and_json_name_the_line(tmp_path):
+    with pytest.raises(UnreadableInput, match=r"^x.yaml:2: invalid YAML"):
+        load_yaml("a: 1\nb: c: d\n", "x.yaml")
+    path = tmp_path / "repodata.json"
+    path.write_text('{"packages":\n {]\n')
+    with pytest.raises(UnreadableInput, match=r"repodata.json:2: not valid JSON"):
+        read_json(path)
