@@ -38,6 +38,9 @@ from pathlib import Path
 from typing import Callable
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from tests.support.feedstock_copy import copy_feedstock  # noqa: E402
+
 # what the commands read: the feedstock's inputs and build-locally's own tree
 TREE = ("recipe", "pinning.yaml", "conda-forge.yml", "ci-runners.yml", ".ci_support", ".github",
         "build-locally.py", "localbuild")
@@ -287,14 +290,7 @@ def tree_digest(root: Path) -> dict[str, str]:
 def make_scratch(base: Path) -> tuple[Path, Path]:
     """A copy of the feedstock (tree) and a folder of other inputs (work): a tiny empty channel,
     a catalog, a requirements file, a repodata file, a wheel-shaped file, a source folder."""
-    tree, work = base / "tree", base / "work"
-    tree.mkdir()
-    for name in TREE:
-        src = ROOT / name
-        if src.is_dir():
-            shutil.copytree(src, tree / name, ignore=shutil.ignore_patterns("__pycache__"))
-        elif src.exists():
-            shutil.copy2(src, tree / name)
+    tree, work = copy_feedstock(base / "tree", TREE), base / "work"
     for subdir in ("noarch", "linux-64"):
         (work / "channel" / subdir).mkdir(parents=True)
         (work / "channel" / subdir / "repodata.json").write_text(EMPTY_REPODATA % subdir)

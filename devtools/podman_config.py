@@ -15,10 +15,12 @@ podman at them. A machine whose podman already works needs none of this.
 from __future__ import annotations
 
 import argparse
-import os
 import shlex
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from localbuild.atomic import write_atomically  # noqa: E402
 
 CONTAINERS_CONF = """\
 # written by devtools/podman_config.py: this machine's quirks (see that script)
@@ -41,9 +43,7 @@ runroot = "{runroot}"
 
 
 def _write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomically(path, text)
 
 
 def write_config(folder: Path) -> dict[str, str]:

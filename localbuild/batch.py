@@ -2,13 +2,12 @@
 keep going after failures, stop cleanly on Ctrl-C, summarise, zip the logs."""
 from __future__ import annotations
 
-import contextlib
-import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import engine as engines
+from .atomic import atomic_path
 from .console import Console, format_duration
 from .errors import EXIT_BUILD_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from .plan import BuildPlan, Options
@@ -125,17 +124,12 @@ def _zip_logs(plans: list[BuildPlan], options: Options, summary: str, console: C
 
     logs = [plan.log for plan in plans if plan.log.is_file()]
     target = options.artifacts / f"build-logs-{options.stamp}.zip"
-    tmp = target.with_name(f".{target.name}.tmp{os.getpid()}")
     try:
-        options.artifacts.mkdir(parents=True, exist_ok=True)
-        with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        with atomic_path(target) as tmp, zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as archive:
             for log in logs:
                 archive.write(log, arcname=log.name)
             archive.writestr("summary.txt", summary)
-        os.replace(tmp, target)
     except OSError as exc:  # the builds are done; a zip that cannot be written is a warning
-        with contextlib.suppress(OSError):
-            tmp.unlink()
         console.say(f"warning: could not zip the logs into {target}: {exc.strerror or exc}; "
                     "the logs are in build_artifacts/")
         return

@@ -160,6 +160,10 @@ def make_plan(config: CiConfig, options: Options, environ: dict[str, str]) -> Bu
         "UPLOAD_PACKAGES": "True" if options.upload else "False",
         "IS_PR_BUILD": "False" if options.upload else "True",
     }
+    backend_name, gpu_version = config.gpu
+    if backend_name == "cuda" and gpu_version:
+        # read here, by the one reader of config files (build_steps.sh used to sed it out)
+        env["CONFIG_CUDA_VERSION"] = gpu_version
     if options.test_only:
         env["TEST_ONLY"] = "1"
     if options.skip_tests:

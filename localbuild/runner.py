@@ -1,7 +1,6 @@
 """Runs one plan: prepares files, starts the build, tees its output, cleans up the container."""
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import select
@@ -13,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import engine as engines
+from .atomic import write_atomically
 from .console import Console, format_duration
 from .plan import BuildPlan, Options, process_environment
 
@@ -54,18 +54,6 @@ def package_snapshot(artifacts: Path) -> dict[Path, int]:
             if entry.name.endswith((".conda", ".tar.bz2")) and entry.is_file():
                 found[Path(entry.path)] = entry.stat().st_mtime_ns
     return found
-
-
-def write_atomically(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):  # no half-written file left behind
-            tmp.unlink()
-        raise
 
 
 def prepare(plan: BuildPlan, options: Options) -> None:

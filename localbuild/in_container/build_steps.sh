@@ -10,6 +10,7 @@
 # Input (environment, set by build-locally.py):
 #   CONFIG            config name (.ci_support/<CONFIG>.yaml)              required
 #   CONFIG_FILE       variant config to build with (a derived copy for --python)
+#   CONFIG_CUDA_VERSION  a CUDA config's CUDA version (CONDA_OVERRIDE_CUDA for the tests)
 #   DONE_MARKER       marker file name in build_artifacts/ (dev builds get their own)
 #   CHANNEL_SOURCES   comma-separated channels (the config's channel_sources)
 #   FEEDSTOCK_ROOT, RECIPE_ROOT   default to the container mount points
@@ -192,9 +193,10 @@ fi
 
 # CUDA packages require the __cuda virtual package (no GPU build on driverless machines); the
 # build machine or container usually has no driver, so tell conda which CUDA to assume, or the
-# test environments of the CUDA outputs cannot be solved
-cuda_version="$(sed -n '/^cuda_compiler_version:/{n;s/^- *//;s/["'"'"']//g;p;q;}' "${CONFIG_FILE}")"
-if [[ -n "${cuda_version}" && "${cuda_version}" != None && -z "${CONDA_OVERRIDE_CUDA:-}" ]]; then
+# test environments of the CUDA outputs cannot be solved (CONFIG_CUDA_VERSION: build-locally.py
+# read it from the config file, with the one reader of config files)
+cuda_version="${CONFIG_CUDA_VERSION:-}"
+if [[ -n "${cuda_version}" && -z "${CONDA_OVERRIDE_CUDA:-}" ]]; then
     export CONDA_OVERRIDE_CUDA="${cuda_version}"
     echo "build_steps.sh: CONDA_OVERRIDE_CUDA=${CONDA_OVERRIDE_CUDA} (CUDA ${cuda_version} config)"
 fi

@@ -5,6 +5,7 @@ import pytest
 import yaml
 
 from tests.support.build_locally import as_strings, config_yaml
+from tests.support.paths import REPO_ROOT
 from localbuild import ci_yaml
 from localbuild.configs import CiConfig
 from localbuild.overrides import derived_config_text
@@ -121,3 +122,23 @@ def test_dry_run_python_subset_keeps_free_threaded_outputs(tmp_path):
                              pythons={"3.13t"})
     assert lines[0].startswith("outputs:      2 (1 for Pythons this dev build skips")
     assert lines[1:] == ["  libtorch-2.13.0-bNone", "  pytorch-2.13.0-b3.13.* *_cp313t"]
+
+
+@pytest.mark.parametrize("path", sorted((REPO_ROOT / ".ci_support").glob("*.yaml")), ids=lambda p: p.stem[:40])
+def test_build_locally_and_the_feedstock_tools_read_every_job_file_alike(path):
+    """Two runtimes, two readers of the job files: build-locally.py's stdlib one and the tools'
+    (feedstock.before_build.render.outputs.load_ci_config). They must agree on every file
+    rerender writes, and the config's GPU (the driver's decision) must follow from either."""
+    from feedstock.before_build.render.outputs import load_ci_config
+    from localbuild.configs import load_config
+
+    assert ci_yaml.load(path).data == load_ci_config(path)
+    config = load_config(REPO_ROOT, path.stem)
+    tools = load_ci_config(path)
+    backend, version = config.gpu
+    if backend == "cuda":
+        assert tools["cuda_compiler_version"] == [version]
+    elif backend == "rocm":
+        assert tools["rocm_version"] == [version]
+    else:
+        assert tools.get("cuda_compiler_version", ["None"]) == ["None"]

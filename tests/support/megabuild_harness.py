@@ -272,6 +272,15 @@ def project_source(work: Path, backend: str, torch_wheel: Path | None,
     return src
 
 
+def _fresh_work(work: Path, backend: str, torch_wheel: Path | None, frontend: str) -> tuple[Path, Path, Path]:
+    """(an empty compile log, the recording launcher, the project's source) in ``work``."""
+    work.mkdir(parents=True, exist_ok=True)
+    log_file = work / "compiles.log"
+    log_file.write_text("")
+    launcher = write_launcher(work / "compile-launcher.sh", log_file)
+    return log_file, launcher, project_source(work, backend, torch_wheel, frontend)
+
+
 def run_megabuild(venvs: dict[str, Path], work: Path, *, gpu: bool = False,
                   backend: str | None = None, torch_wheel: Path | None = None,
                   core_units: int = 4, core_weight: int = 8,
@@ -286,11 +295,7 @@ def run_megabuild(venvs: dict[str, Path], work: Path, *, gpu: bool = False,
     launcher is set, so the driver chooses the launcher (the compile cache's ccache)."""
     check_tools()
     backend = backend or ("cuda" if gpu else "cpu")
-    work.mkdir(parents=True, exist_ok=True)
-    log_file = work / "compiles.log"
-    log_file.write_text("")
-    launcher = write_launcher(work / "compile-launcher.sh", log_file)
-    src = project_source(work, backend, torch_wheel, frontend)
+    log_file, launcher, src = _fresh_work(work, backend, torch_wheel, frontend)
     split_version = split_version or ("3.12" if "3.12" in venvs else sorted(venvs)[-1])
     variant = {**backend_variant(backend), "blas_impl": blas,
                "target_platform": "linux-64", "megabuild": "true", "use_magma": "true",
@@ -344,11 +349,7 @@ def naive_build(venv_python: Path, work: Path, *, core_units: int, core_weight: 
     """One independent clean build + install of the project for one Python (the old way;
     ROCm: hipify first, as every ROCm build must)."""
     backend = backend or ("cuda" if gpu else "cpu")
-    work.mkdir(parents=True, exist_ok=True)
-    log_file = work / "compiles.log"
-    log_file.write_text("")
-    launcher = write_launcher(work / "compile-launcher.sh", log_file)
-    src = project_source(work, backend, torch_wheel, frontend)
+    log_file, launcher, src = _fresh_work(work, backend, torch_wheel, frontend)
     variant = {**backend_variant(backend), "blas_impl": "generic",
                "target_platform": "linux-64", "CPU_COUNT": "2"}
     ctx = BuildContext.create(src, work / "prefix", venv_python, variant,
