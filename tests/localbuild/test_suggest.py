@@ -1,0 +1,21 @@
+"""localbuild/suggest.py: the one 'did you mean', for build-locally.py and the feedstock tools."""
+from __future__ import annotations
+
+from localbuild.suggest import close_names
+
+JOBS = ["linux_64_blas_implgenericcuda_compiler_version12.9", "linux_64_blas_implmklcuda_compiler_versionNone",
+        "linux_aarch64_blas_implgenericcuda_compiler_version12.9", "osx_arm64_"]
+
+
+def test_a_truncated_name_suggests_its_own_platform_first():
+    assert close_names("linux_64_blas_impl", JOBS)[:2] == JOBS[:2]
+
+
+def test_a_typo_is_found_by_similarity():
+    assert close_names("osx_arm46_", JOBS) == ["osx_arm64_"]
+    assert close_names("einop", ["torchvision", "torch-scatter", "einops"]) == ["einops"]
+
+
+def test_case_only_differences_are_found_last_and_nothing_for_nonsense():
+    assert close_names("OSX", JOBS) == ["osx_arm64_"]
+    assert close_names("zzzz", JOBS) == [] and close_names("", JOBS) == []
