@@ -136,7 +136,7 @@ def test_the_channel_folder_passed_in_is_never_modified(tmp_path, repodata):
 
 
 @pytest.mark.parametrize("content, words", [
-    (b"dependents: [einops\n", "not valid YAML"),
+    (b"dependents: [einops\n", "invalid YAML"),
     (b"- einops\n- torchvision\n", "must be a mapping with a 'dependents:' list, not a list"),
     (b"dependents:\n  - name: caf\xe9\n", "byte 0xe9 is not UTF-8 text"),
     ("dependents: []\n".encode("utf-16"), "is not UTF-8 text"),

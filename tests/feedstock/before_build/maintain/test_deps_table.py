@@ -192,8 +192,8 @@ def test_bad_repodata_and_docs_without_markers(torch_wheel, feedstock_copy, tmp_
     broken.write_text("{not json")
     proc = run_feedstock_cli("deps", "--wheel", str(torch_wheel), "--repodata", str(broken), root=feedstock_copy)
     assert proc.returncode == 2
-    assert proc.stderr.strip() == (f"error: {broken} is not valid JSON (Expecting property name enclosed in double "
-                                   "quotes at line 1); pass a repodata.json")
+    assert proc.stderr.strip() == (f"error: {broken}:1: not valid JSON (Expecting property name enclosed in double "
+                                   "quotes); rewrite or re-index the file")
     not_wheel = tmp_path / "torch.whl"
     not_wheel.write_text("text")
     proc = run_feedstock_cli("deps", "--wheel", str(not_wheel), root=feedstock_copy)
