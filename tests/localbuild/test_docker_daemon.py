@@ -14,8 +14,9 @@ from typing import Iterator
 import pytest
 
 from tests.support import docker_daemon as engine
+from tests.support.container_host import host_shell_rootfs
 from tests.support.docker_daemon import (DockerDaemon, DockerDaemonError, DockerUnavailable,
-                                         docker_daemon, docker_unavailable, host_shell_rootfs)
+                                         docker_daemon, docker_unavailable)
 
 IMAGE = "feedstock-test/shell:1"
 

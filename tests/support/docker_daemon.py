@@ -18,12 +18,13 @@ import re
 import shutil
 import signal
 import subprocess
-import tarfile
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
+
+from tests.support.container_host import overlay_mounts_in
 
 TOOLS = ("dockerd", "containerd", "containerd-shim-runc-v2", "runc", "docker")
 START_TIMEOUT_S = 60.0
@@ -93,35 +94,12 @@ def docker_unavailable() -> str | None:
     return None
 
 
-def _fs_type(path: Path) -> str:
-    proc = subprocess.run(["stat", "-f", "-c", "%T", str(path)], capture_output=True, text=True,
-                          timeout=10)
-    return proc.stdout.strip()
-
-
-def _overlay_mounts_in(parent: Path) -> bool:
-    """An overlay mount with its upper layer in parent works (and parent is not overlay)."""
-    if _fs_type(parent) == "overlayfs":
-        return False
-    with tempfile.TemporaryDirectory(prefix=".overlay-probe-", dir=parent) as tmp:
-        lower, upper, scratch, merged = (Path(tmp) / name for name in ("l", "u", "w", "m"))
-        for folder in (lower, upper, scratch, merged):
-            folder.mkdir()
-        mount = subprocess.run(["mount", "-t", "overlay", "overlay", "-o",
-                                f"lowerdir={lower},upperdir={upper},workdir={scratch}", str(merged)],
-                               capture_output=True, timeout=10)
-        if mount.returncode != 0:
-            return False
-        subprocess.run(["umount", str(merged)], capture_output=True, timeout=10)
-        return True
-
-
 def _data_root(work: Path) -> Path:
     """work/data, or a new folder in the first fallback that takes an overlay mount."""
-    if _overlay_mounts_in(work):
+    if overlay_mounts_in(work):
         return work / "data"
     for parent in DATA_FALLBACKS:
-        if parent.is_dir() and _overlay_mounts_in(parent):
+        if parent.is_dir() and overlay_mounts_in(parent):
             return Path(tempfile.mkdtemp(prefix="feedstock-dockerd-", dir=parent))
     raise DockerUnavailable(f"no folder takes an overlay mount for overlay2 (tried {work}, "
                             f"{', '.join(map(str, DATA_FALLBACKS))})")
@@ -328,20 +306,3 @@ def _pids_in_cgroup(parent: str) -> set[int]:
             with contextlib.suppress(OSError):
                 found.update(int(pid) for pid in procs.read_text().split())
     return found
-
-
-def host_shell_rootfs(target: Path) -> Path:
-    """A rootfs tar of the host's /bin/sh and the libraries ldd names for it (a few MB, no
-    download): enough for `sh -c` with the shell's builtins. Each file is stored at the path
-    the loader looks for, as a regular file (links resolved)."""
-    shell = Path("/bin/sh")
-    ldd = subprocess.run(["ldd", str(shell.resolve())], capture_output=True, text=True,
-                         check=True, timeout=30).stdout
-    paths = [shell] + [Path(word) for line in ldd.splitlines() for word in line.split()
-                       if word.startswith("/")]
-    with tarfile.open(target, "w") as tar:
-        for path in dict.fromkeys(paths):
-            info = tar.gettarinfo(str(path.resolve()), arcname=str(path).lstrip("/"))
-            with open(path, "rb") as data:
-                tar.addfile(info, data)
-    return target
