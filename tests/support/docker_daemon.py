@@ -22,7 +22,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from tests.support.container_host import overlay_mounts_in
 
@@ -186,7 +186,7 @@ def _answers(daemon: DockerDaemon) -> bool:
         return False
 
 
-def _wait(daemon: DockerDaemon, ready, name: str) -> None:
+def _wait(daemon: DockerDaemon, ready: Callable[[], bool], name: str) -> None:
     deadline = time.monotonic() + START_TIMEOUT_S
     while not ready():
         for proc in daemon.procs:
