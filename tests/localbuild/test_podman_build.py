@@ -77,7 +77,7 @@ def rig(tmp_path_factory: pytest.TempPathFactory, realbuild_toolchain: dict,
     rig.first = rig.run(*rig.args(CPU), timeout=1800)
     rig.build_seconds = time.monotonic() - started
     yield rig
-    # vfs keeps a full copy of the image per container: give the disk back
+    # the image store (with vfs also a full copy of the image per container): give the disk back
     podman.run("system", "reset", "--force", check=False)
 
 
