@@ -13,6 +13,8 @@ from .errors import EXIT_BUILD_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from .plan import BuildPlan, Options
 from .runner import BuildInterrupted, Outcome, run_plan
 
+LOGS_ZIP = "build-logs-{stamp}.zip"   # in build_artifacts/; the stamp is the run's start time and pid
+
 
 @dataclass(frozen=True)
 class BatchOptions:
@@ -123,7 +125,7 @@ def _zip_logs(plans: list[BuildPlan], options: Options, summary: str, console: C
     import zipfile
 
     logs = [plan.log for plan in plans if plan.log.is_file()]
-    target = options.artifacts / f"build-logs-{options.stamp}.zip"
+    target = options.artifacts / LOGS_ZIP.format(stamp=options.stamp)
     try:
         with atomic_path(target) as tmp, zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as archive:
             for log in logs:

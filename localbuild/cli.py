@@ -294,17 +294,20 @@ def _main(root: Path, args: argparse.Namespace, command_line: str) -> int:
 
         signal.signal(signal.SIGTERM, _raise_interrupt)
         return run_slurm(plans, options, args, slurm, environ, args.dry_run, args.wait)
+    from .batch import BatchOptions, run_batch, will_run
+
+    batch = BatchOptions(force=args.force, keep_going=args.keep_going, prune=args.prune,
+                         zip_logs=args.zip_logs)
     if args.dry_run:
         from .dryrun import print_plans
 
-        print_plans(plans, options, args.force, args.min_free_gb, print)
+        print_plans(plans, options, batch, args.min_free_gb, print)
         if args.downstream:
             from .downstream import command
 
             print("after the batch: " + " ".join(command(root, options.artifacts, options.channels, environ)))
         return 0
     from . import preflight
-    from .batch import BatchOptions, run_batch, will_run
     from .lock import artifacts_lock
 
     # before the lock: a machine that cannot build creates nothing, not even build_artifacts/
@@ -320,8 +323,6 @@ def _main(root: Path, args: argparse.Namespace, command_line: str) -> int:
             # a run we waited for may have built some of these configs and used the disk
             runnable = [plan for plan in plans if will_run(plan, args.force)]
             preflight.check_disk(options.artifacts, runnable, args.min_free_gb)
-            batch = BatchOptions(force=args.force, keep_going=args.keep_going, prune=args.prune,
-                                 zip_logs=args.zip_logs)
             status = run_batch(plans, options, batch, console, environ)
             if args.downstream:  # inside the lock: it indexes build_artifacts/
                 from .downstream import run_downstream

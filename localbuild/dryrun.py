@@ -7,6 +7,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
 
+from . import engine as engines
+from .batch import LOGS_ZIP, BatchOptions, will_run
 from .configs import python_label
 from .plan import BuildPlan, Options
 from .preflight import free_gb
@@ -79,8 +81,8 @@ def _dev_tag_in_environment(dev_tag: str | None) -> Iterator[None]:
             os.environ[DEV_TAG_VARIABLE] = previous
 
 
-def print_plans(plans: list[BuildPlan], options: Options, force: bool, min_free_gb: float | None,
-                write: Callable[[str], None]) -> None:
+def print_plans(plans: list[BuildPlan], options: Options, batch: BatchOptions,
+                min_free_gb: float | None, write: Callable[[str], None]) -> None:
     renderer: tuple | None = None
     free = free_gb(options.artifacts)
     for index, plan in enumerate(plans, 1):
@@ -88,7 +90,7 @@ def print_plans(plans: list[BuildPlan], options: Options, force: bool, min_free_
         if plan.skip_reason:
             write(f"skipped:      {plan.skip_reason}")
             continue
-        if plan.marker.exists() and not force and not plan.interactive:
+        if not will_run(plan, batch.force):  # the batch's own test, so the plan cannot differ
             write(f"skipped:      already built ({plan.marker} exists; --force rebuilds)")
             continue
         write(f"backend:      {plan.backend}")
@@ -125,4 +127,20 @@ def print_plans(plans: list[BuildPlan], options: Options, force: bool, min_free_
         need = min_free_gb if min_free_gb is not None else plan.config.disk_estimate_gb
         state = "ok" if free >= need else "TOO LITTLE"
         write(f"disk:         {free:.0f} GB free, needs about {need:.0f} GB ({state})")
+    for line in batch_steps(plans, options, batch):
+        write(line)
     write("dry run: nothing was started or written")
+
+
+def batch_steps(plans: list[BuildPlan], options: Options, batch: BatchOptions) -> list[str]:
+    """The lines for what the batch does around the builds: --prune and --zip-logs."""
+    lines = []
+    if batch.prune:
+        builds = sum(will_run(plan, batch.force) for plan in plans)
+        lines.append(f"between builds: {shlex.join(engines.prune_command(options.engine))} "
+                     f"({max(builds - 1, 0)} time(s): between the {builds} config(s) that build, "
+                     "never before the first or after the last)")
+    if batch.zip_logs:
+        target = options.artifacts / LOGS_ZIP.format(stamp="<time>")
+        lines.append(f"after the batch: logs zipped into {target} (each config's log + summary.txt)")
+    return lines

@@ -196,6 +196,34 @@ def test_dry_run_shows_the_plan_and_runs_nothing(fs):
     assert not fs.artifacts.exists()         # nothing written
 
 
+def test_dry_run_shows_the_batch_steps_around_the_builds(fs):
+    """--prune and --zip-logs act between and after the builds: the plan says what and when."""
+    fs.artifacts.mkdir()
+    fs.marker(CPU_MKL).write_text("")       # a done config is not built: one prune fewer
+    proc = fs.run("--dry-run", "--all", "--prune", "--zip-logs", env=fs.env(CPU_COUNT="1"))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-3:] == [
+        "between builds: docker system prune --force --filter 'label!=org.pytorch-feedstock.build-locally'"
+        " (2 time(s): between the 3 config(s) that build, never before the first or after the last)",
+        f"after the batch: logs zipped into {fs.artifacts}/build-logs-<time>.zip"
+        " (each config's log + summary.txt)",
+        "dry run: nothing was started or written"]
+    assert "  CPU_COUNT=1" in proc.stdout
+    assert list(fs.artifacts.iterdir()) == [fs.marker(CPU_MKL)] and fs.calls() == []
+    plain = fs.run("--dry-run", "--all")
+    assert "between builds:" not in plain.stdout and "after the batch:" not in plain.stdout
+
+
+def test_dry_run_skips_a_done_config_as_the_batch_does(fs):
+    """--test-only tests the packages a done config built: its marker does not skip it."""
+    fs.artifacts.mkdir()
+    fs.marker(CPU_MKL).write_text("")
+    assert "skipped:      already built" in fs.run("--dry-run", CPU_MKL).stdout
+    proc = fs.run("--dry-run", CPU_MKL, "--test-only")
+    assert proc.returncode == 0, proc.stderr
+    assert "skipped:" not in proc.stdout and f"marker:       {fs.marker(CPU_MKL)}" in proc.stdout
+
+
 def test_dry_run_uses_the_renderer_when_importable(fs):
     """A renderer with the contract's API on sys.path is called and its outputs printed."""
     package = fs.root / "feedstock"
