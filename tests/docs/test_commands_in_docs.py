@@ -6,11 +6,13 @@ from the repository root with this test environment's Python, and must exit 0, o
 line's comment begins ``# exit N``. A command that writes (``rerender`` without ``--check``, ``bump``
 without ``--dry-run``, ``deps --write-docs``, ``patches refresh``) runs in a copy of the
 feedstock instead, so the checkout is never touched. Commands that need an input (a tarball, a
-wheel) belong in ```text blocks, which are not run.
+wheel) belong in ```text blocks, which are not run. The one batch command under "The batch
+script as one command" runs with ``--dry-run`` appended.
 """
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import platform
 import re
@@ -34,6 +36,10 @@ READ_ONLY_FLAGS = frozenset({"--help", "-h", "--dry-run", "--list"})
 FENCE = re.compile(r"^ {0,3}(`{3,})([^`]*)$")   # CommonMark: no backtick in a backtick fence's info string
 EXIT_COMMENT = re.compile(r"#\s*exit (\d+)\b")   # a comment that begins "exit N"
 LEADING_INTERPRETER = re.compile(r"^\s*(?:\.venv/bin/)?python3?(?=\s)")
+ENV_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")   # VAR=value before a command
+# the old batch loop as one build-locally command: a real build, so run here with --dry-run
+BATCH_PAGE = "docs/building-locally.md"
+BATCH_HEADING = "## The batch script as one command"
 
 
 @dataclass(frozen=True)
@@ -233,3 +239,42 @@ def test_documented_command_runs(command: DocCommand, tmp_path: Path):
         assert proc.stdout.strip() or proc.stderr.strip(), where
     if not command.writes:
         assert _digest(cwd) == before, f"a read-only example changed the checkout: {where}"
+
+
+def first_command_after(text: str, heading: str) -> tuple[int, str]:
+    """(line number, logical line) of the first bash line below ``heading``."""
+    lines = text.splitlines()
+    start = lines.index(heading) + 1
+    number, line = next(bash_lines("\n".join(lines[start:])))
+    return start + number, line
+
+
+def test_the_batch_script_as_one_command_runs_with_dry_run(tmp_path: Path):
+    """The old loop's steps in one command: with --dry-run appended, the plan shows CPU_COUNT in
+    every build, the prune between builds and the zip after the batch, and writes nothing. It
+    runs in a copy of the feedstock, so done-markers of real builds in the checkout play no part."""
+    if sys.platform != "linux" or platform.machine() != "x86_64":
+        pytest.skip("--all plans linux-64 builds only on a linux-64 host")
+    number, line = first_command_after((REPO_ROOT / BATCH_PAGE).read_text(), BATCH_HEADING)
+    words = shlex.split(line, comments=True)
+    assigned = dict(word.split("=", 1) for word in itertools.takewhile(ENV_ASSIGNMENT.match, words))
+    command = words[len(assigned):]
+    where = f"{BATCH_PAGE}:{number}: {line}"
+    assert command[0] in INTERPRETERS and Path(command[1]).name == "build-locally.py", where
+    assert {"--all", "--prune", "--zip-logs"} <= set(command) and "--dry-run" not in command, where
+    assert "CPU_COUNT" in assigned, where
+    cwd = copy_feedstock(tmp_path / "feedstock", (*FEEDSTOCK_INPUTS, "build-locally.py", "localbuild"))
+    before = _digest(cwd)
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), **assigned}   # PYTHONPATH: the renderer
+    proc = subprocess.run([sys.executable, *command[1:], "--dry-run"], cwd=cwd, capture_output=True,
+                          text=True, timeout=300, env=env)
+    out = proc.stdout
+    assert proc.returncode == 0, f"{where}\n{out[-3000:]}{proc.stderr[-3000:]}"
+    builds = out.count("\nenvironment:\n")
+    assert builds > 1 and out.count(f"\n  CPU_COUNT={assigned['CPU_COUNT']}\n") == builds, out
+    steps = [text for text in out.splitlines() if text.startswith(("between builds: ", "after the batch: "))]
+    assert len(steps) == 2 and " system prune --force " in steps[0], out[-3000:]
+    assert f"({builds - 1} time(s): between the {builds} config(s) that build" in steps[0], steps[0]
+    zipped = f"after the batch: logs zipped into {cwd / 'build_artifacts'}/build-logs-"
+    assert steps[1].startswith(zipped), out[-3000:]
+    assert _digest(cwd) == before and not (cwd / "build_artifacts").exists(), where
