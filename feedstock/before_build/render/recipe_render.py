@@ -108,10 +108,11 @@ def render_recipe_text(raw: str, platform: Platform, variant: Mapping[str, Any],
         hint = f"did you mean {close[0]}?" if close else f"known: {', '.join(sorted(RECIPE_SECTIONS))}"
         raise FeedstockError(f"recipe/meta.yaml: unknown section '{unknown[0]}' ({hint}); conda-build "
                              "refuses sections it does not know")
-    if not isinstance(top.get("outputs") or [], list):
+    listed = top.get("outputs") or []
+    if not isinstance(listed, list) or not all(isinstance(o, dict) for o in listed):
         raise FeedstockError(f"recipe/meta.yaml: outputs must be a list of mappings on {platform.subdir}; "
                              "fix the recipe")
-    outputs = [o for o in (top.get("outputs") or []) if isinstance(o, dict)]
+    outputs = list(listed)
     _check_build_numbers(top, outputs, platform)
     return RecipeVariantRender(top=top, outputs=outputs, namespace=namespace)
 

@@ -213,7 +213,8 @@ def test_malformed_target_platform_is_one_line(tmp_path, value):
 
 @pytest.mark.parametrize("old, new, message", [
     ("\n  number: {{ build }}\n", "\n  number: abc\n", "build/number of the top level is 'abc'"),
-    ("\noutputs:\n", "\noutputs: 5\nnot_outputs:\n", "outputs must be a list of mappings"),
+    ("\noutputs:\n", "\noutputs:\n  - 5\n", "outputs must be a list of mappings"),
+    ("\noutputs:\n", "\noutputs: 5\nnot_outputs:\n", "unknown section 'not_outputs' (did you mean outputs?)"),
 ])
 def test_malformed_recipe_is_one_line(feedstock_copy, old, new, message):
     meta = feedstock_copy / "recipe" / "meta.yaml"
