@@ -3,6 +3,8 @@ podman's): a folder whose filesystem takes overlay mounts, and a tiny root files
 the host's own shell (no download, no image registry)."""
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import tarfile
 import tempfile
@@ -49,3 +51,13 @@ def host_shell_rootfs(target: Path) -> Path:
             with open(path, "rb") as data:
                 tar.addfile(info, data)
     return target
+
+
+def rootful_tools_missing(tools: tuple[str, ...], install: str, why_root: str) -> str | None:
+    """Why a rootful container engine cannot run its tests here (the reason to skip), or None."""
+    missing = [tool for tool in tools if shutil.which(tool) is None]
+    if missing:
+        return f"{', '.join(missing)} not installed ({install}; .ci/run does)"
+    if os.geteuid() != 0:
+        return why_root
+    return None

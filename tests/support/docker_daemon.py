@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
-from tests.support.container_host import overlay_mounts_in
+from tests.support.container_host import overlay_mounts_in, rootful_tools_missing
 
 TOOLS = ("dockerd", "containerd", "containerd-shim-runc-v2", "runc", "docker")
 START_TIMEOUT_S = 60.0
@@ -86,12 +86,7 @@ class DockerDaemon:
 
 def docker_unavailable() -> str | None:
     """Why this machine cannot run the private engine, or None."""
-    missing = [tool for tool in TOOLS if shutil.which(tool) is None]
-    if missing:
-        return f"{', '.join(missing)} not installed (apt-get install docker.io; .ci/run does)"
-    if os.geteuid() != 0:
-        return "a private dockerd needs root (CI runs as root)"
-    return None
+    return rootful_tools_missing(TOOLS, "apt-get install docker.io", "a private dockerd needs root (CI runs as root)")
 
 
 def _data_root(work: Path) -> Path:

@@ -14,6 +14,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.support.container_host import rootful_tools_missing
 from tests.support.paths import REPO_ROOT
 
 TOOLS = ("podman", "runc", "mmdebstrap")
@@ -28,12 +29,8 @@ TREE = ("build-locally.py", "localbuild", "devtools", "feedstock", "requirements
 
 
 def podman_unavailable() -> str | None:
-    missing = [tool for tool in TOOLS if shutil.which(tool) is None]
-    if missing:
-        return f"{', '.join(missing)} not installed (apt-get install podman runc mmdebstrap; .ci/run does)"
-    if os.geteuid() != 0:
-        return "the real container tests run rootful podman (CI runs as root)"
-    return None
+    return rootful_tools_missing(TOOLS, "apt-get install podman runc mmdebstrap",
+                                 "the real container tests run rootful podman (CI runs as root)")
 
 
 @dataclass
