@@ -1,0 +1,75 @@
+"""build-locally.py against a real Docker engine (the private one of tests/support/docker_daemon.py),
+where the README's first command meets Docker before any build: the engine it picks by itself,
+a DOCKER_HOST that points nowhere, and a daemon without the config's image (this machine
+reaches no registry, as HPC compute nodes often do not). Each is one line, exit 3, and
+nothing written. (Real builds in Docker are issue 26's next step.)"""
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from tests.support.build_locally import make_feedstock
+from tests.support.docker_daemon import DockerDaemon, DockerUnavailable, docker_daemon, docker_unavailable
+
+CPU = "linux_64_blas_implgenericcuda_compiler_versionNone"
+
+
+@contextlib.contextmanager
+def _engine(work: Path) -> Iterator[DockerDaemon]:
+    reason = docker_unavailable()
+    if reason:
+        pytest.skip(reason)
+    try:
+        with docker_daemon(work) as running:
+            yield running
+    except DockerUnavailable as err:
+        pytest.skip(str(err))
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory) -> Iterator[DockerDaemon]:
+    with _engine(tmp_path_factory.mktemp("docker")) as running:
+        yield running
+
+
+def _real_docker_env(fs, docker_host: str) -> dict[str, str]:
+    """The test feedstock's environment without its recording fake: the real `docker` client,
+    talking to docker_host only."""
+    env = fs.env()
+    env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if p != str(fs.bin_dir))
+    env.pop("DOCKER_EXECUTABLE", None)
+    env["DOCKER_HOST"] = docker_host
+    return env
+
+
+def _one_line(proc) -> str:
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in proc.stderr, \
+        proc.stdout + proc.stderr
+    return lines[0]
+
+
+def test_the_readmes_first_command_picks_docker_and_names_the_missing_image(engine, tmp_path):
+    fs = make_feedstock(tmp_path, configs={CPU: {}})
+    proc = fs.run("--all", "--min-free-gb", "0", env=_real_docker_env(fs, engine.env["DOCKER_HOST"]))
+    assert proc.returncode == 3
+    line = _one_line(proc)
+    assert "is not on this machine and cannot be pulled" in line
+    assert f"python3 devtools/stand_in_image.py {CPU}" in line
+    assert not fs.artifacts.exists()
+    assert engine.run("ps", "-aq").stdout.strip() == ""       # no container was made
+
+
+def test_a_docker_host_that_points_nowhere_is_one_line(tmp_path):
+    if docker_unavailable():
+        pytest.skip(docker_unavailable())
+    fs = make_feedstock(tmp_path, configs={CPU: {}})
+    proc = fs.run(CPU, "--min-free-gb", "0", env=_real_docker_env(fs, f"unix://{tmp_path}/nowhere.sock"))
+    assert proc.returncode == 3
+    line = _one_line(proc)
+    assert line.startswith("error: docker engine not reachable (") and "--engine podman" in line
+    assert not fs.artifacts.exists()
