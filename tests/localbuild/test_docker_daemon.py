@@ -4,39 +4,24 @@ and a bind mount, and leaves nothing behind (no process, mount, folder or cgroup
 its daemons were killed or did not start in time."""
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import time
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
 from tests.support import docker_daemon as engine
 from tests.support.container_host import host_shell_rootfs
-from tests.support.docker_daemon import (DockerDaemon, DockerDaemonError, DockerUnavailable,
-                                         docker_daemon, docker_unavailable)
+from tests.support.docker_daemon import (DockerDaemon, DockerDaemonError, docker_daemon, docker_unavailable,
+                                         docker_daemon_or_skip)
 
 IMAGE = "feedstock-test/shell:1"
 
 
-@contextlib.contextmanager
-def private_engine(work: Path) -> Iterator[DockerDaemon]:
-    """docker_daemon(work), or skip with the reason this machine cannot run it."""
-    reason = docker_unavailable()
-    if reason:
-        pytest.skip(reason)
-    try:
-        with docker_daemon(work) as running:
-            yield running
-    except DockerUnavailable as err:
-        pytest.skip(str(err))
-
-
 @pytest.fixture
 def docker(tmp_path):
-    with private_engine(tmp_path / "docker") as running:
+    with docker_daemon_or_skip(tmp_path / "docker") as running:
         yield running
 
 
@@ -74,7 +59,7 @@ def _left_behind(daemon: DockerDaemon, pids: set[int]) -> list[str]:
 def test_the_engine_is_private_and_stops_without_a_trace(tmp_path):
     before = _machine_state()
     started = time.monotonic()
-    with private_engine(tmp_path / "docker") as daemon:
+    with docker_daemon_or_skip(tmp_path / "docker") as daemon:
         up = time.monotonic() - started
         info = daemon.info()
         pids = daemon.pids()
@@ -93,7 +78,7 @@ def test_the_engine_is_private_and_stops_without_a_trace(tmp_path):
 
 def test_a_failing_test_still_stops_the_engine(tmp_path, rootfs):
     with pytest.raises(RuntimeError, match="the test failed"):
-        with private_engine(tmp_path / "docker") as daemon:
+        with docker_daemon_or_skip(tmp_path / "docker") as daemon:
             daemon.run("import", str(rootfs), IMAGE)
             daemon.run("run", "-d", IMAGE, "/bin/sh", "-c", "while :; do :; done")
             pids = daemon.pids()
@@ -125,7 +110,7 @@ def test_killed_daemons_leave_nothing_behind(tmp_path, rootfs):
     """dockerd and containerd SIGKILLed while a container runs: the shim and the container
     outlive them, and the context still kills them and removes the mounts and folders."""
     before = _machine_state()
-    with private_engine(tmp_path / "docker") as daemon:
+    with docker_daemon_or_skip(tmp_path / "docker") as daemon:
         daemon.run("import", str(rootfs), IMAGE)
         daemon.run("run", "-d", IMAGE, "/bin/sh", "-c", "while :; do :; done")
         for proc in daemon.procs:

@@ -5,34 +5,20 @@ reaches no registry, as HPC compute nodes often do not). Each is one line, exit 
 nothing written. (Real builds in Docker are issue 26's next step.)"""
 from __future__ import annotations
 
-import contextlib
 import os
-from pathlib import Path
 from typing import Iterator
 
 import pytest
 
 from tests.support.build_locally import make_feedstock
-from tests.support.docker_daemon import DockerDaemon, DockerUnavailable, docker_daemon, docker_unavailable
+from tests.support.docker_daemon import DockerDaemon, docker_daemon_or_skip, docker_unavailable
 
 CPU = "linux_64_blas_implgenericcuda_compiler_versionNone"
 
 
-@contextlib.contextmanager
-def _engine(work: Path) -> Iterator[DockerDaemon]:
-    reason = docker_unavailable()
-    if reason:
-        pytest.skip(reason)
-    try:
-        with docker_daemon(work) as running:
-            yield running
-    except DockerUnavailable as err:
-        pytest.skip(str(err))
-
-
 @pytest.fixture(scope="module")
 def engine(tmp_path_factory) -> Iterator[DockerDaemon]:
-    with _engine(tmp_path_factory.mktemp("docker")) as running:
+    with docker_daemon_or_skip(tmp_path_factory.mktemp("docker")) as running:
         yield running
 
 

@@ -301,3 +301,18 @@ def _pids_in_cgroup(parent: str) -> set[int]:
             with contextlib.suppress(OSError):
                 found.update(int(pid) for pid in procs.read_text().split())
     return found
+
+
+@contextlib.contextmanager
+def docker_daemon_or_skip(work: Path) -> Iterator[DockerDaemon]:
+    """docker_daemon(work) for a test, or skip it with the reason this machine cannot run one."""
+    import pytest
+
+    reason = docker_unavailable()
+    if reason:
+        pytest.skip(reason)
+    try:
+        with docker_daemon(work) as running:
+            yield running
+    except DockerUnavailable as err:
+        pytest.skip(str(err))
