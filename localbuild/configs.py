@@ -184,6 +184,7 @@ def config_names(feedstock_root: Path) -> list[str]:
 
 def load_config(feedstock_root: Path, name: str) -> CiConfig:
     path = ci_support_dir(feedstock_root) / f"{name}.yaml"
+    rel = _relative(str(path), feedstock_root)
     try:
         doc = ci_yaml.load(path)
     except ci_yaml.CiYamlError as exc:
@@ -192,14 +193,14 @@ def load_config(feedstock_root: Path, name: str) -> CiConfig:
                               EXIT_USAGE) from None
     except UnicodeDecodeError as exc:
         line = exc.object[:exc.start].count(b"\n") + 1
-        raise LocalBuildError(f"{_relative(str(path), feedstock_root)}:{line}: byte 0x{exc.object[exc.start]:02x} "
+        raise LocalBuildError(f"{rel}:{line}: byte 0x{exc.object[exc.start]:02x} "
                               "is not UTF-8 text; regenerate it with `python -m feedstock rerender`",
                               EXIT_USAGE) from None
     except OSError as exc:
-        raise LocalBuildError(f"cannot read {_relative(str(path), feedstock_root)}: {exc.strerror}; "
+        raise LocalBuildError(f"cannot read {rel}: {exc.strerror}; "
                               "regenerate it with `python -m feedstock rerender`", EXIT_USAGE) from None
     if not doc.data.get("target_platform"):
-        raise LocalBuildError(f"{_relative(str(path), feedstock_root)} has no target_platform (is it "
+        raise LocalBuildError(f"{rel} has no target_platform (is it "
                               "empty?); regenerate it with `python -m feedstock rerender`", EXIT_USAGE)
     return CiConfig(name, path, doc)
 

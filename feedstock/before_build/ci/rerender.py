@@ -39,7 +39,7 @@ def ci_drift(feedstock: Feedstock, jobs: list[CiJob]) -> Drift:
 def check(root: Path) -> Drift:
     """What would change (.ci_support/ and the workflow); writes nothing."""
     feedstock = load_feedstock(root)
-    refuse_bad_selectors(feedstock, "rerender --check")
+    refuse_bad_selectors(feedstock, "rerender --check wrote nothing")
     jobs = compute_jobs(feedstock)
     drift = ci_drift(feedstock, jobs)
     state = workflow_state(feedstock, expected_workflow(feedstock, jobs))
@@ -51,7 +51,7 @@ def check(root: Path) -> Drift:
 def rerender(root: Path) -> tuple[list[CiJob], Drift]:
     """Compute everything first (any error leaves .ci_support untouched), then write atomically."""
     feedstock = load_feedstock(root)
-    refuse_bad_selectors(feedstock, "rerender")
+    refuse_bad_selectors(feedstock, "rerender wrote nothing")
     jobs = compute_jobs(feedstock)
     workflow = expected_workflow(feedstock, jobs)
     expected = expected_files(jobs)

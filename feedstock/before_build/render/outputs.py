@@ -28,7 +28,7 @@ from localbuild.suggest import close_names
 from .jinja_functions import DEFERRED_PINS, resolve_pin_tokens
 from .matrix import explode
 from .recipe_render import HASH_PLACEHOLDER, read_recipe, render_recipe_text
-from .selector_check import refuse_bad_recipe_selectors
+from .selector_check import refuse_bad_selectors
 from .variant_config import load_variant_spec
 from .variants import smithy_environ, used_by_outputs
 
@@ -214,7 +214,7 @@ def render_ci_config(feedstock_root: Path, config_name: str) -> list[RenderedOut
     """Render the recipe for one .ci_support job; one entry per distinct output it builds."""
     feedstock = load_feedstock(Path(feedstock_root))
     path = ci_config_path(feedstock, config_name)
-    refuse_bad_recipe_selectors(feedstock)
+    refuse_bad_selectors(feedstock, "fix it, then render again")
     return render_job(feedstock, path.stem, load_ci_config(path))
 
 

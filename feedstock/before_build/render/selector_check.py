@@ -67,19 +67,11 @@ def check_selectors(feedstock: Feedstock, variant_keys: set[str], style: bool = 
     return findings
 
 
-def refuse_bad_selectors(feedstock: Feedstock, action: str) -> None:
-    """Stop `action` before it writes anything when a selector does not parse or names an
-    unknown name (the lines it guards would vanish from the matrix without a word)."""
+def refuse_bad_selectors(feedstock: Feedstock, then: str) -> None:
+    """Stop a command before it writes or prints anything when a selector does not parse or
+    names an unknown name (the lines it guards would vanish without a word); `then` ends the
+    message ("rerender wrote nothing", "fix it, then render again")."""
     problems = check_selectors(feedstock, all_variant_keys(feedstock), style=False)
     if problems:
         more = f" ({len(problems) - 1} more: python -m feedstock lint)" if len(problems) > 1 else ""
-        raise FeedstockError(f"{problems[0]}{more}; {action} wrote nothing")
-
-
-def refuse_bad_recipe_selectors(feedstock: Feedstock) -> None:
-    """The same check before a render (which writes nothing, but would print a recipe
-    without the lines an unknown selector drops)."""
-    problems = check_selectors(feedstock, all_variant_keys(feedstock), style=False)
-    if problems:
-        more = f" ({len(problems) - 1} more: python -m feedstock lint)" if len(problems) > 1 else ""
-        raise FeedstockError(f"{problems[0]}{more}; fix it, then render again")
+        raise FeedstockError(f"{problems[0]}{more}; {then}")
