@@ -3,13 +3,14 @@ keep going after failures, stop cleanly on Ctrl-C, summarise, zip the logs."""
 from __future__ import annotations
 
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import engine as engines
 from .atomic import atomic_path
 from .console import Console, format_duration
-from .errors import EXIT_BUILD_FAILED, EXIT_INTERRUPTED, EXIT_OK
+from .errors import EXIT_BUILD_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_PREFLIGHT
 from .plan import BuildPlan, Options
 from .runner import BuildInterrupted, Outcome, run_plan
 
@@ -44,6 +45,7 @@ def run_batch(plans: list[BuildPlan], options: Options, batch: BatchOptions, con
     rows = [] if rows is None else rows
     ran_before = False
     stop_reason = ""
+    engine_lost = ""     # "<config>: <reason>" once the container engine stopped answering
     for index, plan in enumerate(plans, 1):
         label = f"{index}/{len(plans)} {plan.name}"
         if stop_reason:
@@ -70,7 +72,9 @@ def run_batch(plans: list[BuildPlan], options: Options, batch: BatchOptions, con
             outcome = Outcome("interrupted", "Ctrl-C")
             stop_reason = "interrupted"
         rows.append(_row(plan, outcome))
-        if outcome.status == "failed" and not batch.keep_going:
+        if outcome.engine_lost:
+            stop_reason, engine_lost = "engine", f"{plan.name} ({outcome.engine_lost})"
+        elif outcome.status == "failed" and not batch.keep_going:
             stop_reason = "failed"
     summary = summary_table(rows)
     console.raw(("\n" + summary).encode())
@@ -78,6 +82,12 @@ def run_batch(plans: list[BuildPlan], options: Options, batch: BatchOptions, con
         _zip_logs(plans, options, summary, console)
     if stop_reason == "interrupted":
         return EXIT_INTERRUPTED
+    if engine_lost:
+        # one line for the user, after the summary that names what was built
+        print(f"error: the {options.engine.flavour} engine stopped answering during {engine_lost}; "
+              f"{engines.how_to_start(options.engine)}, then run the same command again: the "
+              "configs already built are skipped", file=sys.stderr, flush=True)
+        return EXIT_PREFLIGHT
     if any(row.result.startswith(("failed", "interrupted")) for row in rows):
         return EXIT_BUILD_FAILED
     return EXIT_OK

@@ -59,26 +59,34 @@ def require_client(engine: Engine) -> str:
     return path
 
 
-def require_running(engine: Engine, timeout: float = 30.0) -> None:
-    """`<engine> info` must succeed: the daemon/service is reachable."""
+def unreachable_reason(engine: Engine, timeout: float = 30.0) -> str | None:
+    """Why `<engine> info` fails (the daemon/service does not answer), or None if it answers."""
     try:
         proc = subprocess.run([engine.executable, "info"], stdin=subprocess.DEVNULL,
                               env=client_environment(),
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                               timeout=timeout, text=True, errors="replace")
-        reason = _first_line(proc.stderr) if proc.returncode != 0 else None
+        return _first_line(proc.stderr) if proc.returncode != 0 else None
     except subprocess.TimeoutExpired:
-        reason = f"'{engine.executable} info' did not answer within {timeout:.0f}s"
+        return f"'{engine.executable} info' did not answer within {timeout:.0f}s"
     except OSError as exc:
-        reason = str(exc)
+        return str(exc)
+
+
+def how_to_start(engine: Engine) -> str:
+    return ("start the Docker daemon (sudo systemctl start docker, or open Docker Desktop)"
+            if engine.flavour == "docker" else "start the podman service (podman machine start)")
+
+
+def require_running(engine: Engine, timeout: float = 30.0) -> None:
+    """`<engine> info` must succeed: the daemon/service is reachable."""
+    reason = unreachable_reason(engine, timeout)
     if reason is None:
         return
-    start = ("start the Docker daemon (sudo systemctl start docker, or open Docker Desktop)"
-             if engine.flavour == "docker" else "start the podman service (podman machine start)")
     raise LocalBuildError(
-        f"{engine.flavour} engine not reachable ({reason}); {start}, or use --engine podman, "
-        "--native (conda-build on this host), or --dry-run to see the plan without building",
-        EXIT_PREFLIGHT)
+        f"{engine.flavour} engine not reachable ({reason}); {how_to_start(engine)}, or use "
+        "--engine podman, --native (conda-build on this host), or --dry-run to see the plan "
+        "without building", EXIT_PREFLIGHT)
 
 
 def require_image(engine: Engine, image: str, config: str) -> None:

@@ -22,6 +22,9 @@ STEP_PREFIX = b"::build-locally-step::"
 PACKAGE_PREFIX = b"::build-locally-package::"
 HEARTBEAT_SECONDS = 300.0
 STOP_GRACE_SECONDS = 10.0
+# after a failed container build: does the engine still answer? (a dead daemon also fails
+# every later config; the batch stops instead)
+ENGINE_PROBE_SECONDS = 15.0
 _SUBDIR = re.compile(r"^(noarch|linux-[a-z0-9_]+|osx-[a-z0-9_]+|win-[a-z0-9_]+)$")
 
 
@@ -31,6 +34,7 @@ class Outcome:
     detail: str = ""
     seconds: float = 0.0
     packages: list[Path] = field(default_factory=list)
+    engine_lost: str = ""       # why the container engine stopped answering during the build
 
 
 class BuildInterrupted(Exception):
@@ -113,6 +117,8 @@ def run_plan(plan: BuildPlan, options: Options, console: Console, label: str,
         if plan.env.get("TASK_OUTPUT_DIR"):
             produced = sorted(options.artifacts / name for name in reported)
         outcome = _judge(plan, returncode, seconds, produced)
+        if outcome.status == "failed" and plan.container is not None:
+            outcome = _engine_still_there(outcome, options.engine)
         console.log = log
         _finish_container(plan, options, outcome, console, label)
         console.say(f"[{label}] {outcome.status}{' (' + outcome.detail + ')' if outcome.detail else ''}"
@@ -145,11 +151,25 @@ def _judge(plan: BuildPlan, returncode: int, seconds: float, produced: list[Path
     return Outcome("ok", "", seconds, produced)
 
 
+def _engine_still_there(outcome: Outcome, engine: engines.Engine) -> Outcome:
+    """The failed outcome, or one that says the engine itself stopped answering."""
+    lost = engines.unreachable_reason(engine, timeout=ENGINE_PROBE_SECONDS)
+    if lost is None:
+        return outcome
+    return Outcome("failed", f"the {engine.flavour} engine stopped answering", outcome.seconds,
+                   outcome.packages, engine_lost=lost)
+
+
 def _finish_container(plan: BuildPlan, options: Options, outcome: Outcome, console: Console,
                       label: str) -> None:
     if plan.container is None:
         return
     engine = options.engine
+    if outcome.engine_lost:  # nothing to remove or keep through an engine that does not answer
+        console.say(f"[{label}] container {plan.container} may remain: the engine does not "
+                    f"answer ({outcome.engine_lost}); once it is back: "
+                    f"{engine.executable} rm -f {plan.container}")
+        return
     never_ran = outcome.detail.startswith("the engine could not start")
     if outcome.status == "ok" or never_ran:  # a container that never ran holds nothing to see
         if not engines.remove_container(engine, plan.container) and not never_ran:

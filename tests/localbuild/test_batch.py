@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from tests.support.build_locally import (CPU_IMAGE, CUDA_IMAGE, TOKENS, fake_conda_packages, install_fake_conda,
-                                         make_feedstock, option_values, read_jsonl)
+                                         make_feedstock, option_values, read_jsonl, summary_rows)
 
 CUDA129 = "linux_64_blas_implmklcuda_compiler_version12.9"
 CUDA130 = "linux_64_blas_implmklcuda_compiler_version13.0"
@@ -31,18 +31,6 @@ def fs(tmp_path):
 
 def plan(**actions: str) -> str:
     return json.dumps(actions)
-
-
-def summary_rows(stdout: str) -> dict[str, list[str]]:
-    """config -> [result, duration, packages] from the summary table."""
-    lines = stdout[stdout.index("\nsummary: "):].splitlines()
-    rows = {}
-    for line in lines[3:]:
-        parts = line.split()
-        if parts and parts[0] in LINUX + [OSX]:
-            result = " ".join(parts[1:-2])
-            rows[parts[0]] = [result, parts[-2], parts[-1]]
-    return rows
 
 
 def test_batch_keeps_going_logs_and_summarises(fs):

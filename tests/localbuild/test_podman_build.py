@@ -8,9 +8,6 @@ other tests use configs that fail early or are interrupted, so the module stays 
 """
 from __future__ import annotations
 
-import os
-import pty
-import select
 import signal
 import subprocess
 import sys
@@ -27,6 +24,7 @@ from tests.support.paths import RECIPE_VERSION
 from tests.support.podman import (CPU, FAILING, FAILING_TOO, INTERRUPTED, NO_IMAGE, PYTHON, Podman,
                                   build_stand_in_image, config_texts, podman_feedstock,
                                   podman_unavailable, private_podman)
+from tests.support.terminal import in_a_terminal, line_after
 
 ON_BEHALF_OF = 4321      # SUDO_UID: the user a root run builds for
 
@@ -143,35 +141,6 @@ def test_a_missing_image_is_one_line_saying_how_to_build_it(rig):
     assert not (rig.artifacts / f"{NO_IMAGE}-log.txt").exists()
 
 
-def _line_after(output: str, marker: str) -> str:
-    return next(line.split(marker, 1)[1].strip() for line in output.splitlines() if marker in line)
-
-
-def _in_a_terminal(command: str, typed: str, env: dict[str, str], timeout: float = 300) -> tuple[int, str]:
-    """Run a shell line with a pseudo-terminal (the enter line asks for -it), type into it."""
-    master, slave = pty.openpty()
-    proc = subprocess.Popen(["bash", "-c", command], stdin=slave, stdout=slave, stderr=slave,
-                            env=env, start_new_session=True)
-    os.close(slave)
-    os.write(master, typed.encode())
-    output = b""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([master], [], [], 1.0)
-        if ready:
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:
-                break
-            if not chunk:
-                break
-            output += chunk
-        elif proc.poll() is not None:
-            break
-    os.close(master)
-    return proc.wait(timeout=60), output.decode(errors="replace")
-
-
 def test_failed_configs_keep_their_containers_through_prune_and_the_enter_lines_work(rig):
     stray = "feedstock-test-stray"
     rig.podman.run("create", "--name", stray, "quay.io/condaforge/linux-anvil-x86_64:alma9", "true")
@@ -184,13 +153,13 @@ def test_failed_configs_keep_their_containers_through_prune_and_the_enter_lines_
     assert stray not in rig.podman.run("ps", "-a", "--format", "{{.Names}}").stdout.split()
     assert not (rig.artifacts / f"conda-forge-build-done-{FAILING}").exists()
 
-    enter = _line_after(out, "enter it:")
+    enter = line_after(out, "enter it:")
     assert enter.startswith("podman commit ") and " run -it --rm " in enter
     # inside: the failed config's own file, through the feedstock mount
-    code, shown = _in_a_terminal(enter, f"grep -c 3.99 /home/conda/feedstock_root/.ci_support/"
+    code, shown = in_a_terminal(enter, f"grep -c 3.99 /home/conda/feedstock_root/.ci_support/"
                                         f"{FAILING}.yaml | sed s/^/matches=/; exit 7\n", rig.env)
     assert code == 7 and "matches=1" in shown, shown[-2000:]
-    remove = _line_after(out, "remove it:")
+    remove = line_after(out, "remove it:")
     name = remove.split()[-1]
     assert subprocess.run(remove, shell=True, env=rig.env, capture_output=True).returncode == 0
     assert name not in rig.podman.containers(LABEL)

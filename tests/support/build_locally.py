@@ -150,3 +150,15 @@ def as_strings(value):
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
+
+
+def summary_rows(stdout: str) -> dict[str, list[str]]:
+    """config -> [result, duration, packages] from the batch's summary table."""
+    lines = stdout[stdout.index("\nsummary: "):].splitlines()
+    rows = {}
+    for line in lines[3:]:   # "", the counts, the header
+        parts = line.split()
+        if len(parts) < 4 or line.startswith(("log of failed ", "build-locally: ")):
+            break
+        rows[parts[0]] = [" ".join(parts[1:-2]), parts[-2], parts[-1]]
+    return rows

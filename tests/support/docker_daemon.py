@@ -83,6 +83,33 @@ class DockerDaemon:
     def log_tail(self, lines: int = 8) -> str:
         return _log_tail(self.work, lines)
 
+    def containers(self, label: str) -> list[str]:
+        """The names of every container (running or not) with this label (KEY or KEY=VALUE)."""
+        out = self.run("ps", "-a", "--filter", f"label={label}", "--format", "{{.Names}}").stdout
+        return sorted(out.split())
+
+    def start_dockerd(self) -> None:
+        """dockerd on our containerd and folders; again after kill_dockerd, with the same state."""
+        self.procs.append(_start([
+            "dockerd", "--config-file", str(self.work / "daemon.json"), "--data-root",
+            str(self.data_root), "--exec-root", str(self.state / "exec"), "--host",
+            f"unix://{self.socket}", "--pidfile", str(self.state / "docker.pid"),
+            "--containerd", str(self.state / "containerd.sock"),
+            "--iptables=false", "--ip6tables=false", "--bridge=none",
+            "--storage-driver=overlay2", "--exec-opt", "native.cgroupdriver=cgroupfs",
+            "--cgroup-parent", f"/{self.cgroup_parent}", "--shutdown-timeout", "2"],
+            self.work / "dockerd.log"))
+        _wait(self, lambda: _answers(self), "dockerd")
+
+    def kill_dockerd(self) -> None:
+        """SIGKILL to dockerd alone, as when it crashes: containerd and the containers' shims
+        live on, clients get no answer."""
+        dockerd = self.procs.pop()
+        dockerd.kill()
+        dockerd.wait(timeout=STOP_TIMEOUT_S)
+        with contextlib.suppress(OSError):
+            (self.state / "docker.pid").unlink()
+
 
 def docker_unavailable() -> str | None:
     """Why this machine cannot run the private engine, or None."""
@@ -147,15 +174,7 @@ def docker_daemon(work: Path) -> Iterator[DockerDaemon]:
         daemon.procs.append(_start(["containerd", "--config", str(work / "containerd.toml")],
                                    work / "containerd.log"))
         _wait(daemon, lambda: (state / "containerd.sock").is_socket(), "containerd")
-        daemon.procs.append(_start([
-            "dockerd", "--config-file", str(work / "daemon.json"), "--data-root", str(data),
-            "--exec-root", str(state / "exec"), "--host", f"unix://{socket}",
-            "--pidfile", str(state / "docker.pid"), "--containerd", str(state / "containerd.sock"),
-            "--iptables=false", "--ip6tables=false", "--bridge=none",
-            "--storage-driver=overlay2", "--exec-opt", "native.cgroupdriver=cgroupfs",
-            "--cgroup-parent", f"/{daemon.cgroup_parent}", "--shutdown-timeout", "2"],
-            work / "dockerd.log"))
-        _wait(daemon, lambda: _answers(daemon), "dockerd")
+        daemon.start_dockerd()
         yield daemon
     finally:
         try:

@@ -61,12 +61,15 @@ def private_podman(folder: Path) -> Podman:
     return Podman(env)
 
 
-def build_stand_in_image(podman: Podman, root: Path, config: str, pythons: list[Path]) -> str:
-    """devtools/stand_in_image.py in the tree (its rootfs tar cached outside the repository)."""
-    args = [sys.executable, str(root / "devtools" / "stand_in_image.py"), config]
+def build_stand_in_image(engine: Podman, root: Path, config: str, pythons: list[Path],
+                         engine_name: str = "podman") -> str:
+    """devtools/stand_in_image.py in the tree (its rootfs tar cached outside the repository),
+    imported into `engine` (a Podman, or a DockerDaemon with engine_name "docker")."""
+    args = [sys.executable, str(root / "devtools" / "stand_in_image.py"), config,
+            "--engine", engine_name]
     for python in pythons:
         args += ["--host-python", str(python)]
-    proc = subprocess.run(args, env=podman.env, capture_output=True, text=True, timeout=1200)
+    proc = subprocess.run(args, env=engine.env, capture_output=True, text=True, timeout=1200)
     if proc.returncode != 0:
         raise AssertionError(f"stand_in_image.py failed: {proc.stdout[-500:]}{proc.stderr[-1000:]}")
     return proc.stdout

@@ -1,0 +1,232 @@
+"""The README's first command in a real Docker engine (the private one of
+tests/support/docker_daemon.py): build-locally picks docker by itself (no --engine), builds the
+test-project config with the stand-in image imported by `devtools/stand_in_image.py --engine
+docker`, and behaves as it does in podman where Docker differs: files the root daemon writes
+through bind mounts, the user-id hand-back, signals to `docker run`, `docker system prune`
+between builds, and a daemon that dies mid-batch.
+
+One real build: the first batch builds the cpu config, then its daemon is killed while the
+second config builds; it is started again for the other tests, which use configs that fail
+early or are interrupted. The toolchain channel and the stand-in rootfs are the session's.
+"""
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+import yaml
+
+from localbuild.engine import LABEL
+from tests.support.build_locally import summary_rows
+from tests.support.docker_daemon import DockerDaemon, docker_daemon_or_skip
+from tests.support.paths import RECIPE_VERSION
+from tests.support.podman import (CPU, FAILING, FAILING_TOO, INTERRUPTED, NO_IMAGE, PYTHON,
+                                  build_stand_in_image, config_texts, podman_feedstock,
+                                  podman_unavailable)
+from tests.support.terminal import in_a_terminal, line_after
+
+ON_BEHALF_OF = 4321                  # SUDO_UID: the user a root run builds for
+ENGINE_LOST = "linux_64_engine_lost"  # the cpu config again: its daemon dies while it builds
+IMAGE = "quay.io/condaforge/linux-anvil-x86_64:alma9"
+
+
+@dataclass
+class Batch:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@dataclass
+class Rig:
+    root: Path
+    docker: DockerDaemon
+    channel: Path
+    env: dict[str, str]
+    first: Batch | None = None
+    build_seconds: float = 0.0
+    image_seconds: float = 0.0
+
+    def args(self, *configs: str) -> list[str]:
+        # no --engine: docker is the one build-locally picks where a docker client is on PATH
+        return [*configs, "--tool", "rattler-build", "--channel", str(self.channel),
+                "--skip-tests", "--jobs", "2", "--min-free-gb", "2"]
+
+    def popen(self, *args: str) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, str(self.root / "build-locally.py"), *args],
+                                cwd=self.root, env=self.env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+
+    def run(self, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, str(self.root / "build-locally.py"), *args],
+                              cwd=self.root, env=self.env, capture_output=True, text=True,
+                              timeout=timeout)
+
+    @property
+    def artifacts(self) -> Path:
+        return self.root / "build_artifacts"
+
+
+def _batch_losing_its_daemon(rig: Rig) -> Batch:
+    """CPU then ENGINE_LOST; dockerd is killed once ENGINE_LOST's container is at work."""
+    proc = rig.popen(*rig.args(CPU, ENGINE_LOST))
+    lines: list[str] = []
+    errors: list[str] = []
+    readers = [threading.Thread(target=lambda: lines.extend(proc.stdout)),
+               threading.Thread(target=lambda: errors.extend(proc.stderr))]
+    for reader in readers:
+        reader.start()
+    marker = f"{ENGINE_LOST}] step: build recipe"
+    deadline = time.monotonic() + 1800
+    while not any(marker in line for line in lines) and proc.poll() is None:
+        assert time.monotonic() < deadline, "".join(lines)[-3000:]
+        time.sleep(0.5)
+    if proc.poll() is None:
+        time.sleep(3)  # rattler-build is at work inside
+        rig.docker.kill_dockerd()
+    try:
+        proc.wait(timeout=600)
+    finally:
+        for reader in readers:
+            reader.join(timeout=60)
+    return Batch(proc.returncode, "".join(lines), "".join(errors))
+
+
+@pytest.fixture(scope="module")
+def rig(tmp_path_factory: pytest.TempPathFactory, realbuild_toolchain: dict,
+        cpythons: dict[str, Path]) -> Iterator[Rig]:
+    reason = podman_unavailable()   # mmdebstrap makes the stand-in image's rootfs
+    if reason:
+        pytest.skip(reason)
+    from tests.realbuild.feedstock_build import prepare_project_source
+
+    work = tmp_path_factory.mktemp("docker-build")
+    with docker_daemon_or_skip(work / "docker") as docker:
+        texts = config_texts(realbuild_toolchain["versions"], work)
+        texts[ENGINE_LOST] = texts[CPU]
+        root = podman_feedstock(work / "feedstock", prepare_project_source(work / "source"), texts)
+        started = time.monotonic()
+        build_stand_in_image(docker, root, CPU, [cpythons[PYTHON]], engine_name="docker")
+        env = dict(docker.env, SUDO_UID=str(ON_BEHALF_OF), CPU_COUNT="2")
+        rig = Rig(root, docker, realbuild_toolchain["toolchain"].channel, env,
+                  image_seconds=time.monotonic() - started)
+        started = time.monotonic()
+        try:
+            rig.first = _batch_losing_its_daemon(rig)
+        finally:
+            rig.build_seconds = time.monotonic() - started
+            if rig.docker.procs[-1].args[0] != "dockerd":
+                docker.start_dockerd()  # back, with its images, for the other tests
+        for name in docker.containers(LABEL):   # the lost build's, which the daemon stopped
+            docker.run("rm", "-f", name, check=False)
+        yield rig
+
+
+def test_the_build_lands_in_build_artifacts_owned_by_the_user(rig):
+    out = rig.first.stdout + rig.first.stderr
+    assert f"[1/2 {CPU}] ok " in rig.first.stdout, out[-3000:]
+    names = sorted(p.name for p in (rig.artifacts / "linux-64").glob("*.conda"))
+    assert any(n.startswith(f"libtorch-{RECIPE_VERSION}-cpu_generic_h") for n in names), names
+    assert any(n.startswith(f"pytorch-{RECIPE_VERSION}-cpu_generic_py312_h") for n in names), names
+    assert any(n.startswith(f"pytorch-cpu-{RECIPE_VERSION}-") for n in names), names
+    assert (rig.artifacts / "linux-64" / "repodata.json").is_file()
+    assert (rig.artifacts / f"conda-forge-build-done-{CPU}").is_file()
+    log = (rig.artifacts / f"{CPU}-log.txt").read_text()
+    # docker picked by itself: the README's first command names no engine
+    assert "::build-locally-step:: build recipe" in log and "command: docker run " in log
+    derived = yaml.safe_load((rig.artifacts / "localbuild" / f"{CPU}.yaml").read_text())
+    assert derived["channel_sources"] == [str(rig.channel)]
+    # dockerd runs containers as root: what they wrote through the bind mount is handed back
+    not_theirs = [str(p) for p in [rig.artifacts, *rig.artifacts.rglob("*")]
+                  if p.lstat().st_uid != ON_BEHALF_OF]
+    assert not not_theirs, not_theirs[:10]
+    print(f"docker batch: {rig.build_seconds:.0f}s (stand-in image import {rig.image_seconds:.0f}s)")
+
+
+def test_a_daemon_that_dies_mid_batch_is_one_line_after_a_summary_of_what_was_built(rig):
+    first = rig.first
+    assert first.returncode == 3, first.stdout[-3000:] + first.stderr
+    errors = first.stderr.strip().splitlines()
+    assert len(errors) == 1 and "Traceback" not in first.stderr, first.stderr
+    assert errors[0].startswith(f"error: the docker engine stopped answering during {ENGINE_LOST} ("), errors
+    assert "run the same command again" in errors[0]
+    rows = summary_rows(first.stdout)
+    assert rows[CPU][0] == "ok" and int(rows[CPU][2]) >= 3, rows
+    assert rows[ENGINE_LOST][0] == "failed (the docker engine stopped answering)", rows
+    assert f"docker rm -f build-locally-{ENGINE_LOST}" in first.stdout
+    assert not (rig.artifacts / f"conda-forge-build-done-{ENGINE_LOST}").exists()
+
+
+def test_the_container_is_removed_after_success(rig):
+    assert rig.docker.containers(f"{LABEL}={CPU}") == []
+
+
+def test_a_second_run_skips_the_done_config(rig):
+    proc = rig.run(*rig.args(CPU))
+    assert proc.returncode == 0, proc.stderr
+    assert "already built" in proc.stdout and "start:" not in proc.stdout, proc.stdout
+
+
+def test_a_missing_image_is_one_line_saying_how_to_build_it(rig):
+    proc = rig.run(*rig.args(NO_IMAGE))
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: image localhost/feedstock-not-here:1 "), lines
+    assert f"devtools/stand_in_image.py {NO_IMAGE}" in lines[0]
+    assert not (rig.artifacts / f"{NO_IMAGE}-log.txt").exists()
+
+
+def test_prune_keeps_failed_containers_and_the_image_and_the_enter_lines_work(rig):
+    stray = "feedstock-test-stray"
+    rig.docker.run("create", "--name", stray, IMAGE, "true")
+    proc = rig.run(*rig.args(FAILING, FAILING_TOO), "--prune")
+    out = proc.stdout
+    assert proc.returncode == 1, out + proc.stderr
+    assert "pruning between configs: docker system prune" in out and "pruned:" in out, out
+    kept = rig.docker.containers(LABEL)
+    assert len([name for name in kept if "failing" in name]) == 2, kept
+    assert stray not in rig.docker.run("ps", "-a", "--format", "{{.Names}}").stdout.split()
+    assert rig.docker.run("image", "inspect", IMAGE, check=False).returncode == 0
+    assert not (rig.artifacts / f"conda-forge-build-done-{FAILING}").exists()
+
+    enter = line_after(out, "enter it:")
+    assert enter.startswith("docker commit ") and " run -it --rm " in enter
+    # inside: the failed config's own file, through the feedstock mount
+    code, shown = in_a_terminal(enter, f"grep -c 3.99 /home/conda/feedstock_root/.ci_support/"
+                                       f"{FAILING}.yaml | sed s/^/matches=/; exit 7\n", rig.env)
+    assert code == 7 and "matches=1" in shown, shown[-2000:]
+    remove = line_after(out, "remove it:")
+    name = remove.split()[-1]
+    assert subprocess.run(remove, shell=True, env=rig.env, capture_output=True).returncode == 0
+    assert name not in rig.docker.containers(LABEL)
+    rig.docker.run("rmi", f"{name}-debug", check=False)
+    for other in rig.docker.containers(LABEL):
+        rig.docker.run("rm", "-f", other, check=False)
+
+
+def test_sigint_removes_the_running_container_and_writes_no_marker(rig):
+    log = rig.artifacts / f"{INTERRUPTED}-log.txt"
+    proc = subprocess.Popen([sys.executable, str(rig.root / "build-locally.py"), *rig.args(INTERRUPTED)],
+                            cwd=rig.root, env=rig.env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        if log.exists() and "::build-locally-step:: build recipe" in log.read_text(errors="replace"):
+            break
+        assert proc.poll() is None, proc.stdout.read()
+        time.sleep(0.5)
+    assert rig.docker.containers(f"{LABEL}={INTERRUPTED}"), "the build's container is not running"
+    time.sleep(3)  # rattler-build is at work inside
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=180)
+    assert proc.returncode == 130, out
+    assert "interrupted" in out and "no done-marker written" in out, out
+    assert rig.docker.containers(f"{LABEL}={INTERRUPTED}") == []
+    assert not (rig.artifacts / f"conda-forge-build-done-{INTERRUPTED}").exists()
