@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""Benchmark: the test-project config built by build-locally.py in a real podman container
-against the same config built natively (--native), both with rattler-build against the local
-toolchain channel (--channel), rounds alternating, the best per mode.
+"""Benchmark: the test-project config built by build-locally.py in a real Docker container
+(a private dockerd, tests/support/docker_daemon.py), in a real podman container and natively
+(--native), all with rattler-build against the local toolchain channel (--channel), rounds
+alternating (each round starts with the next mode), the best per mode. The container start of
+each engine (`run --rm IMAGE true`) is timed on its own: the part of the gap that is the engine.
 
-Uses the harness of tests/localbuild/test_podman_build.py (tests/support/podman.py): the toolchain
-channel for one Python, a private podman configuration, the stand-in build image. Last line:
+Uses the harness of tests/localbuild/test_{podman,docker}_build.py: the toolchain channel for one
+Python, a private podman configuration, the stand-in build image in both engines. Last line:
 
-    containers: container/native X.XX; second image adds N MB of M MB
+    containers: docker/native X.XX; podman/native Y.YY; second image adds N MB of M MB
 
 Then the runtime images (`python -m feedstock image`): the time of one image build with a pip
 requirements layer (six), and the bytes a second image with other requirements (idna) adds to
@@ -22,6 +24,7 @@ packages; the toolchain channel of the real-build tests supplies python):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -36,6 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 from tests.realbuild.feedstock_build import copy_recipe, prepare_project_source  # noqa: E402
 from tests.realbuild.session import machine_ready, machine_variant  # noqa: E402
+from tests.support.docker_daemon import DockerUnavailable, docker_daemon, docker_unavailable  # noqa: E402
 from tests.support.podman import (CPU, PYTHON, build_stand_in_image, config_texts,  # noqa: E402
                                   podman_feedstock, podman_unavailable, private_podman)
 from tests.support.pythons import find_cpythons  # noqa: E402
@@ -56,9 +60,20 @@ def timed_build(root: Path, env: dict[str, str], args: list[str]) -> float:
     return seconds
 
 
-def build_ratio(work: Path, podman, python: Path, rounds: int) -> float:
-    """The test-project config built in the container and natively, rounds alternating; the
-    ratio of the best times."""
+def start_seconds(executable: str, env: dict[str, str], image: str, times: int = 5) -> float:
+    """The best of `times` container starts (`run --rm IMAGE true`): the engine's own cost."""
+    best = float("inf")
+    for _ in range(times):
+        started = time.monotonic()
+        subprocess.run([executable, "run", "--rm", image, "true"], env=env, check=True,
+                       capture_output=True, timeout=300)
+        best = min(best, time.monotonic() - started)
+    return best
+
+
+def build_ratios(work: Path, podman, docker, python: Path, rounds: int) -> dict[str, float]:
+    """The test-project config built in each engine and natively, rounds alternating; each
+    engine's best time over the best native time."""
     versions = machine_ready()
     step("toolchain channel (not timed)")
     variant = machine_variant(CPU, (PYTHON,), versions, work / "variants" / f"{CPU}.yaml")
@@ -66,24 +81,36 @@ def build_ratio(work: Path, podman, python: Path, rounds: int) -> float:
     channel = build_toolchain_channel(work / "toolchain", {PYTHON: python}, recipe, [variant]).channel
     root = podman_feedstock(work / "feedstock", prepare_project_source(work / "project"),
                             config_texts(versions, work))
-    step("stand-in build image")
-    started = time.monotonic()
-    build_stand_in_image(podman, root, CPU, [python])
-    print(f"stand-in image: {time.monotonic() - started:.1f} s", flush=True)
+    image = yaml_image(root)
     common = ["--tool", "rattler-build", "--channel", str(channel), "--skip-tests",
               "--jobs", "2", "--min-free-gb", "2"]
-    env = dict(podman.env, CPU_COUNT="2", RATTLER_BUILD_PYTHON=sys.executable,
-               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
-    modes = {"container": ["--engine", "podman", *common], "native": ["--native", *common]}
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    modes = {"native": (["--native", *common],
+                        dict(podman.env, CPU_COUNT="2", RATTLER_BUILD_PYTHON=sys.executable, PATH=path))}
+    engines = {"podman": podman} | ({"docker": docker} if docker is not None else {})
+    for name, engine in engines.items():
+        step(f"stand-in build image into {name}")
+        started = time.monotonic()
+        build_stand_in_image(engine, root, CPU, [python], engine_name=name)
+        print(f"stand-in image ({name}): {time.monotonic() - started:.1f} s", flush=True)
+        print(f"container start ({name}): {start_seconds(name, engine.env, image):.2f} s", flush=True)
+        modes[name] = (["--engine", name, *common], dict(engine.env, CPU_COUNT="2"))
+    order = list(modes)
     best: dict[str, float] = {}
     for round_ in range(rounds):
-        for mode in (("container", "native") if round_ % 2 == 0 else ("native", "container")):
-            seconds = timed_build(root, env, modes[mode])
+        for mode in order[round_ % len(order):] + order[:round_ % len(order)]:
+            args, env = modes[mode]
+            seconds = timed_build(root, env, args)
             print(f"round {round_ + 1}, {mode}: {seconds:.1f} s", flush=True)
             best[mode] = min(best.get(mode, seconds), seconds)
-    ratio = best["container"] / best["native"]
-    print(f"best: container {best['container']:.1f} s, native {best['native']:.1f} s")
-    return ratio
+    print("best: " + ", ".join(f"{mode} {seconds:.1f} s" for mode, seconds in best.items()))
+    return {mode: best[mode] / best["native"] for mode in engines}
+
+
+def yaml_image(root: Path) -> str:
+    import yaml
+
+    return yaml.safe_load((root / ".ci_support" / f"{CPU}.yaml").read_text())["docker_image"][0]
 
 
 def image_part(work: Path, env: dict[str, str], channels: list[Path], python: str,
@@ -138,17 +165,28 @@ def main(argv: list[str] | None = None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     podman = private_podman(work / "podman")
     try:
-        ratio = "not measured" if args.images_only else f"{build_ratio(work, podman, python, args.rounds):.2f}"
-        step("runtime images")
-        channels = args.image_channel or [work / "feedstock" / "build_artifacts", work / "toolchain" / "channel"]
-        seconds, added, total = image_part(work, podman.env, channels, args.image_python, image_python)
+        with contextlib.ExitStack() as stack:
+            stack.callback(podman.run, "system", "reset", "--force", check=False)
+            docker, why_no_docker = None, docker_unavailable()
+            if not why_no_docker and not args.images_only:
+                try:
+                    docker = stack.enter_context(docker_daemon(work / "docker"))
+                except DockerUnavailable as err:
+                    why_no_docker = str(err)
+            ratios = {} if args.images_only else build_ratios(work, podman, docker, python, args.rounds)
+            step("runtime images")
+            channels = args.image_channel or [work / "feedstock" / "build_artifacts", work / "toolchain" / "channel"]
+            seconds, added, total = image_part(work, podman.env, channels, args.image_python, image_python)
         print(f"image build: {seconds:.1f} s")
         # the second image's own layer is kB: whole MB would print 0
         added_text = f"{added:.2f}" if added < 10 else f"{added:.0f}"
-        print(f"containers: container/native {ratio}; second image adds {added_text} MB of {total:.0f} MB")
+        docker_text = (f"{ratios['docker']:.2f}" if "docker" in ratios
+                       else f"not measured ({why_no_docker or 'skipped'})")
+        podman_text = f"{ratios['podman']:.2f}" if "podman" in ratios else "not measured"
+        print(f"containers: docker/native {docker_text}; podman/native {podman_text}; "
+              f"second image adds {added_text} MB of {total:.0f} MB")
         return 0
-    finally:
-        podman.run("system", "reset", "--force", check=False)
+    finally:  # after the engines have stopped and unmounted what they had under work
         if not args.keep and args.work is None:
             shutil.rmtree(work, ignore_errors=True)
 

@@ -5,6 +5,7 @@ import os
 import re
 import select
 import shlex
+import shutil
 import signal
 import subprocess
 import time
@@ -25,6 +26,11 @@ STOP_GRACE_SECONDS = 10.0
 # after a failed container build: does the engine still answer? (a dead daemon also fails
 # every later config; the batch stops instead)
 ENGINE_PROBE_SECONDS = 15.0
+# a failed build ran out of disk when its log says so (ENOSPC as C, Python and Rust print it)
+# or when build_artifacts/ is left with less than this
+DISK_FULL_MARKERS = (b"No space left on device", b"os error 28")
+NEARLY_FULL_BYTES = 64 * 2**20
+LOG_TAIL_BYTES = 256 * 1024
 _SUBDIR = re.compile(r"^(noarch|linux-[a-z0-9_]+|osx-[a-z0-9_]+|win-[a-z0-9_]+)$")
 
 
@@ -119,6 +125,8 @@ def run_plan(plan: BuildPlan, options: Options, console: Console, label: str,
         outcome = _judge(plan, returncode, seconds, produced)
         if outcome.status == "failed" and plan.container is not None:
             outcome = _engine_still_there(outcome, options.engine)
+        if outcome.status == "failed" and not outcome.engine_lost:
+            outcome.detail = _out_of_space(plan.log, options.artifacts) or outcome.detail
         console.log = log
         _finish_container(plan, options, outcome, console, label)
         console.say(f"[{label}] {outcome.status}{' (' + outcome.detail + ')' if outcome.detail else ''}"
@@ -149,6 +157,29 @@ def _judge(plan: BuildPlan, returncode: int, seconds: float, produced: list[Path
     if not plan.marker.exists():
         return Outcome("failed", "build ended without writing its done-marker", seconds, produced)
     return Outcome("ok", "", seconds, produced)
+
+
+def _out_of_space(log: Path, artifacts: Path) -> str | None:
+    """Why a failed build failed, when it was a full disk; None when it was not."""
+    try:
+        usage = shutil.disk_usage(artifacts)
+    except OSError:
+        return None
+    if usage.free < NEARLY_FULL_BYTES:
+        return (f"build_artifacts/ ran out of disk space ({usage.free / 2**20:.0f} MB free of "
+                f"{usage.total / 2**20:.0f} MB): free some there (the failed build's work "
+                "folders under build_artifacts/bld can go) or move build_artifacts/ to a bigger disk")
+    try:
+        with open(log, "rb") as handle:
+            handle.seek(max(0, handle.seek(0, os.SEEK_END) - LOG_TAIL_BYTES))
+            tail = handle.read()
+    except OSError:
+        return None
+    if any(marker in tail for marker in DISK_FULL_MARKERS):
+        return ("a disk ran out of space during the build (\"No space left on device\" in its "
+                "log) while build_artifacts/ has room: the container engine's storage or /tmp; "
+                "free some (docker system prune, or --prune between configs) and build again")
+    return None
 
 
 def _engine_still_there(outcome: Outcome, engine: engines.Engine) -> Outcome:

@@ -11,11 +11,15 @@ early or are interrupted. The toolchain channel and the stand-in rootfs are the 
 """
 from __future__ import annotations
 
+import json
+import os
+import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -230,3 +234,43 @@ def test_sigint_removes_the_running_container_and_writes_no_marker(rig):
     assert "interrupted" in out and "no done-marker written" in out, out
     assert rig.docker.containers(f"{LABEL}={INTERRUPTED}") == []
     assert not (rig.artifacts / f"conda-forge-build-done-{INTERRUPTED}").exists()
+
+
+@pytest.fixture
+def small_artifacts(rig: Rig, tmp_path: Path) -> Iterator[Path]:
+    """A copy of the feedstock tree whose build_artifacts/ is a tmpfs too small for the build."""
+    if os.getuid() != 0:
+        pytest.skip("a tmpfs build_artifacts/ is mounted by root (CI runs as root)")
+    root = tmp_path / "feedstock"
+    shutil.copytree(rig.root, root, ignore=shutil.ignore_patterns("build_artifacts"), symlinks=True)
+    artifacts = root / "build_artifacts"
+    artifacts.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={TMPFS_SIZE}", "tmpfs", str(artifacts)],
+                   check=True, capture_output=True, timeout=60)
+    try:
+        yield root
+    finally:
+        subprocess.run(["umount", "-l", str(artifacts)], capture_output=True, timeout=60)
+
+
+TMPFS_SIZE = "24m"
+
+
+def test_a_full_disk_fails_the_build_with_the_reason_and_leaves_nothing_half_written(rig, small_artifacts):
+    proc = subprocess.run([sys.executable, str(small_artifacts / "build-locally.py"), *rig.args(CPU)],
+                          cwd=small_artifacts, env=rig.env, capture_output=True, text=True, timeout=900)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1 and "Traceback" not in out, out[-3000:]
+    result = summary_rows(proc.stdout)[CPU][0]
+    assert result.startswith("failed (build_artifacts/ ran out of disk space ("), result
+    artifacts = small_artifacts / "build_artifacts"
+    assert not (artifacts / f"conda-forge-build-done-{CPU}").exists()
+    # what is there is whole: every package a zip that reads, any index JSON that parses
+    for package in artifacts.rglob("*.conda"):
+        with zipfile.ZipFile(package) as archive:
+            assert archive.testzip() is None, package
+    for index in artifacts.rglob("repodata.json"):
+        json.loads(index.read_text())
+    assert rig.docker.containers(f"{LABEL}={CPU}"), "the failed build's container is kept"
+    for name in rig.docker.containers(f"{LABEL}={CPU}"):
+        rig.docker.run("rm", "-f", name, check=False)
