@@ -371,16 +371,6 @@ def test_podman_without_docker_is_found_by_itself(fs, tmp_path):
     assert [call["exe"] for call in fs.runs()] == ["podman"]
 
 
-def test_engine_not_reachable(fs):
-    proc = fs.run(CPU_MKL, env=fs.env(FAKE_DOCKER_INFO="down"))
-    assert proc.returncode == 3
-    line = one_error_line(proc)
-    assert "docker engine not reachable (Cannot connect to the Docker daemon" in line
-    assert "start the Docker daemon" in line and "--native" in line and "--dry-run" in line
-    assert [call["argv"] for call in fs.calls()] == [["info"]]
-    assert not fs.artifacts.exists()
-
-
 def test_real_docker_client_without_engine(fs):
     """This machine's real docker client with no daemon: the same one-line error."""
     real = shutil.which("docker")

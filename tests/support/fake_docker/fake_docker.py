@@ -7,7 +7,6 @@ appends one JSON record per call to $FAKE_DOCKER_LOG:
 -e NAME resolved from this process's environment.
 
 Behaviour is chosen by environment variables:
-  FAKE_DOCKER_INFO=down        `info` fails with Docker's own "cannot connect" message
   FAKE_DOCKER_PLAN='{"cfg": "fail", "*": "succeed"}'   what `run` does per CONFIG:
       succeed   print step lines, write two packages and the done-marker, exit 0
       fail      print an error, exit $FAKE_DOCKER_FAIL_CODE (default 7), no marker
@@ -171,10 +170,6 @@ def main(argv: list[str]) -> int:
     command = args[0] if args else ""
     if command == "info":
         record(entry)
-        if os.environ.get("FAKE_DOCKER_INFO") == "down":
-            print("Cannot connect to the Docker daemon at unix:///var/run/docker.sock. "
-                  "Is the docker daemon running?", file=sys.stderr)
-            return 1
         print("Server Version: fake")
         return 0
     if command == "run":
