@@ -111,6 +111,7 @@ class BuildPlan:
     test_only: bool = False            # test packages already built; no build, no marker
     tool_command: list[str] = field(default_factory=list)     # rattler-build's own command line
     gpu_archs: str | None = None       # the arch list the build compiles for (None: CPU)
+    tool: str = ""                     # conda-build | rattler-build ("" when skipped)
 
     @property
     def name(self) -> str:
@@ -189,9 +190,9 @@ def make_plan(config: CiConfig, options: Options, environ: dict[str, str]) -> Bu
     if options.upload:
         plan.passed_by_name += [name for name in UPLOAD_TOKENS if environ.get(name)]
 
-    tool = options.tool or ("conda-build" if in_container
-                            else native_build_tool(root) or "conda-build")
-    if tool == "rattler-build":
+    plan.tool = options.tool or ("conda-build" if in_container
+                                 else native_build_tool(root) or "conda-build")
+    if plan.tool == "rattler-build":
         if in_container:
             runner: list[str] = ["rattler-build"]
             recipe_root, artifacts_inside = engines.CONTAINER_RECIPE, f"{inside_root}/{ARTIFACTS}"
@@ -204,14 +205,14 @@ def make_plan(config: CiConfig, options: Options, environ: dict[str, str]) -> Bu
                                                   options.skip_tests)
     if in_container:
         if options.tool:
-            env["BUILD_TOOL"] = tool
+            env["BUILD_TOOL"] = plan.tool
         if backend == "apptainer":
             _apptainer_command(plan, config, options, env)
         else:
             _docker_command(plan, config, options, env)
     else:
         env.update({"FEEDSTOCK_ROOT": str(root), "RECIPE_ROOT": str(root / "recipe"),
-                    "LOCALBUILD_NATIVE": "1", "BUILD_TOOL": tool})
+                    "LOCALBUILD_NATIVE": "1", "BUILD_TOOL": plan.tool})
         plan.command = ["bash", str(root / BUILD_SCRIPT)]
     plan.env = env
     return plan

@@ -15,6 +15,7 @@ from . import engine as engines
 from .atomic import write_atomically
 from .console import Console, format_duration
 from .plan import BuildPlan, Options, process_environment
+from .source_tarball import download_failure_detail, recipe_file
 
 STEP_PREFIX = b"::build-locally-step::"
 # a Slurm task's build names the packages it moved into build_artifacts/ (siblings move theirs
@@ -113,6 +114,9 @@ def run_plan(plan: BuildPlan, options: Options, console: Console, label: str,
         if plan.env.get("TASK_OUTPUT_DIR"):
             produced = sorted(options.artifacts / name for name in reported)
         outcome = _judge(plan, returncode, seconds, produced)
+        if outcome.status == "failed" and returncode != 0:
+            log.flush()  # the scan reads the file
+            outcome.detail = _source_download_detail(plan, options) or outcome.detail
         console.log = log
         _finish_container(plan, options, outcome, console, label)
         console.say(f"[{label}] {outcome.status}{' (' + outcome.detail + ')' if outcome.detail else ''}"
@@ -143,6 +147,14 @@ def _judge(plan: BuildPlan, returncode: int, seconds: float, produced: list[Path
     if not plan.marker.exists():
         return Outcome("failed", "build ended without writing its done-marker", seconds, produced)
     return Outcome("ok", "", seconds, produced)
+
+
+def _source_download_detail(plan: BuildPlan, options: Options) -> str | None:
+    """The url, sha256 and --source-tarball when the log shows the source download failing."""
+    if not plan.tool:
+        return None
+    recipe = recipe_file(options.feedstock_root, plan.tool)
+    return download_failure_detail(plan.log, recipe, f"recipe/{recipe.name}")
 
 
 def _finish_container(plan: BuildPlan, options: Options, outcome: Outcome, console: Console,

@@ -1,0 +1,145 @@
+"""The recipe's source download: which file it is, and whether a build failed fetching it.
+
+The recipe's source is one url plus its sha256 (recipe/meta.yaml for conda-build,
+recipe/recipe.yaml for rattler-build). A build whose log shows the download failing gets one
+line naming the url, the sha256 and --source-tarball: HPC compute nodes are often offline, and
+the tools' own message (rattler-build: "Failed to download from URL: Request failed after 3
+retries") names neither.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import EXIT_USAGE, LocalBuildError
+
+RECIPE_FILES = {"conda-build": "meta.yaml", "rattler-build": "recipe.yaml"}
+# what the tools print when the source download fails: rattler-build since its source cache
+# crate (CacheError::Download), rattler-build before it (SourceError::Url), conda-build
+# (download_to_cache's RuntimeError)
+DOWNLOAD_FAILED = (b"Failed to download from URL:", b"Failed to download source from url:",
+                   b"Could not download ")
+_SOURCE_BLOCK = re.compile(r"^source:[ \t]*(#.*)?$")
+_URL = re.compile(r"^[ \t]+(?:-[ \t]+)?url:[ \t]*(?P<value>[^#]*?)[ \t]*(#.*)?$")
+_SHA256 = re.compile(r"^[ \t]+(?:-[ \t]+)?sha256:[ \t]*[\"']?(?P<value>[0-9a-fA-F]{64})[\"']?[ \t]*(#.*)?$")
+_JINJA_VERSION = re.compile(r"^[ \t]*\{%-?\s*set\s+version\s*=\s*[\"'](?P<value>[^\"'\n]+)[\"']\s*-?%\}")
+_CONTEXT_VERSION = re.compile(r"^[ \t]+version:[ \t]*[\"']?(?P<value>[^\"'\s#]+)[\"']?[ \t]*(#.*)?$")
+_VERSION_EXPRESSION = re.compile(r"\$?\{\{\s*version\s*\}\}")
+
+
+@dataclass(frozen=True)
+class RecipeSource:
+    """The one source url of a recipe, rendered with the recipe's version, and its sha256."""
+
+    recipe: Path        # the recipe file it was read from
+    label: str          # that file as the user knows it: recipe/meta.yaml
+    url: str
+    sha256: str
+    url_line: int       # index of the url line in the recipe's lines (the derived copy's edit)
+
+    @property
+    def file_name(self) -> str:
+        return self.url.rstrip("/").rsplit("/", 1)[-1]
+
+
+def recipe_file(feedstock_root: Path, tool: str) -> Path:
+    return feedstock_root / "recipe" / RECIPE_FILES[tool]
+
+
+def read_recipe_lines(recipe: Path, label: str) -> list[str]:
+    """The recipe's lines (a BOM and CRLF line ends allowed); one error line if unreadable."""
+    try:
+        data = recipe.read_bytes()
+    except OSError as exc:
+        raise LocalBuildError(f"--source-tarball: cannot read {label} ({exc.strerror}); restore "
+                              f"it (git checkout {label})", EXIT_USAGE) from None
+    try:
+        return data.decode("utf-8-sig").splitlines()
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        raise LocalBuildError(f"--source-tarball: {label}:{line}: byte 0x{data[exc.start]:02x} is "
+                              "not UTF-8 text; fix the recipe", EXIT_USAGE) from None
+
+
+def read_recipe_source(recipe: Path, label: str) -> RecipeSource:
+    """The url and sha256 under the recipe's top-level ``source:``; one error line when the
+    recipe has not exactly one of each, or a url that needs more than the version to render."""
+    lines = read_recipe_lines(recipe, label)
+    block = _source_block(lines)
+    urls = [(i, m.group("value")) for i in block for m in [_URL.match(lines[i])] if m]
+    hashes = [m.group("value").lower() for i in block for m in [_SHA256.match(lines[i])] if m]
+    if len(urls) != 1 or len(hashes) != 1:
+        found = f"{len(urls)} url and {len(hashes)} sha256 lines"
+        raise LocalBuildError(f"--source-tarball: {label} has {found} under its top-level "
+                              "source:; --source-tarball needs exactly one of each", EXIT_USAGE)
+    index, raw = urls[0]
+    url = _VERSION_EXPRESSION.sub(_recipe_version(lines, label), _unquote(raw))
+    if "{{" in url or "{%" in url:
+        raise LocalBuildError(f"--source-tarball: the source url in {label} ({raw}) needs more than "
+                              "the version to render; write it with only ${{ version }}", EXIT_USAGE)
+    return RecipeSource(recipe, label, url, hashes[0], index)
+
+
+def _source_block(lines: list[str]) -> range:
+    """Indices of the lines of the top-level ``source:`` block (empty range if none)."""
+    start = next((i + 1 for i, line in enumerate(lines) if _SOURCE_BLOCK.match(line)), len(lines))
+    end = start
+    while end < len(lines) and (not lines[end].strip() or lines[end][:1] in " \t#"):
+        end += 1
+    return range(start, end)
+
+
+def _recipe_version(lines: list[str], label: str) -> str:
+    """``{% set version = "X" %}`` (meta.yaml) or ``context: version: X`` (recipe.yaml)."""
+    for line in lines:
+        match = _JINJA_VERSION.match(line)
+        if match:
+            return match.group("value")
+    in_context = False
+    for line in lines:
+        if line[:1] not in " \t#" and line.strip():
+            in_context = line.startswith("context:")
+        elif in_context:
+            match = _CONTEXT_VERSION.match(line)
+            if match:
+                return match.group("value")
+    raise LocalBuildError(f"--source-tarball: {label} sets no version ({{% set version = ... %}} "
+                          "or context: version:) to render its source url with", EXIT_USAGE)
+
+
+def _unquote(value: str) -> str:
+    return value[1:-1] if len(value) > 1 and value[0] in "\"'" and value[-1] == value[0] else value
+
+
+def download_failed(log: Path) -> bool:
+    """Whether the build's log says the tool could not download the recipe's source."""
+    longest = max(len(text) for text in DOWNLOAD_FAILED)
+    tail = b""
+    try:
+        with open(log, "rb") as stream:
+            for block in iter(lambda: stream.read(1 << 20), b""):
+                window = tail + block
+                if any(text in window for text in DOWNLOAD_FAILED):
+                    return True
+                tail = window[-longest:]
+    except OSError:
+        return False
+    return False
+
+
+def download_hint(source: RecipeSource) -> str:
+    return (f"source {source.url} (sha256 {source.sha256}) could not be downloaded; fetch it where "
+            "the network reaches and pass --source-tarball FILE")
+
+
+def download_failure_detail(log: Path, recipe: Path, label: str) -> str | None:
+    """The one line for a build that failed downloading its source (None: it did not, or the
+    recipe's source cannot be read to name it)."""
+    if not download_failed(log):
+        return None
+    try:
+        return download_hint(read_recipe_source(recipe, label))
+    except LocalBuildError:
+        return None
+
