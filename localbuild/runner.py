@@ -15,7 +15,7 @@ from . import engine as engines
 from .atomic import write_atomically
 from .console import Console, format_duration
 from .plan import BuildPlan, Options, process_environment
-from .source_tarball import download_failure_detail, recipe_file
+from .source_tarball import download_failure_detail, link_tarball, recipe_file, write_recipe_copy
 
 STEP_PREFIX = b"::build-locally-step::"
 # a Slurm task's build names the packages it moved into build_artifacts/ (siblings move theirs
@@ -64,6 +64,11 @@ def prepare(plan: BuildPlan, options: Options) -> None:
         plan.marker.unlink()
     if plan.derived_config is not None and plan.derived_text is not None:
         write_atomically(plan.derived_config, plan.derived_text)
+    if plan.source_link is not None and options.source_tarball is not None:
+        link_tarball(plan.source_link, options.source_tarball)
+    if plan.derived_recipe is not None and plan.derived_recipe_text is not None:
+        write_recipe_copy(options.feedstock_root / "recipe", plan.derived_recipe,
+                          plan.derived_recipe_text, "recipe.yaml")
     if options.overrides.compile_cache_dir is not None:
         options.overrides.compile_cache_dir.mkdir(parents=True, exist_ok=True)
 
@@ -114,7 +119,7 @@ def run_plan(plan: BuildPlan, options: Options, console: Console, label: str,
         if plan.env.get("TASK_OUTPUT_DIR"):
             produced = sorted(options.artifacts / name for name in reported)
         outcome = _judge(plan, returncode, seconds, produced)
-        if outcome.status == "failed" and returncode != 0:
+        if outcome.status == "failed" and returncode != 0 and options.source_tarball is None:
             log.flush()  # the scan reads the file
             outcome.detail = _source_download_detail(plan, options) or outcome.detail
         console.log = log

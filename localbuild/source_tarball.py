@@ -1,13 +1,29 @@
-"""The recipe's source download: which file it is, and whether a build failed fetching it.
+"""--source-tarball: the recipe's source fetched elsewhere, for build machines without network.
 
 The recipe's source is one url plus its sha256 (recipe/meta.yaml for conda-build,
-recipe/recipe.yaml for rattler-build). A build whose log shows the download failing gets one
-line naming the url, the sha256 and --source-tarball: HPC compute nodes are often offline, and
-the tools' own message (rattler-build: "Failed to download from URL: Request failed after 3
-retries") names neither.
+recipe/recipe.yaml for rattler-build). Given the file, build-locally checks its sha256 against
+the recipe's before anything starts, and the build reads it instead of downloading:
+
+- conda-build looks in its source cache before it downloads: ``<cache-dir>/src_cache/`` holding
+  the url's file name with the sha256's first 10 digits before the extension
+  (conda_build/source.py, download_to_cache / append_hash_to_fn), and checks the sha256 again.
+  build_steps.sh copies the file there and passes ``--cache-dir``, so that an rc file's
+  ``conda_build: cache_dir`` cannot move the cache away.
+- rattler-build's cache (``<output-dir>/src_cache/``) finds an entry through a JSON index keyed
+  by Rust's DefaultHasher of url and checksum (rattler_build_source_cache, 0.58 and later; before
+  that ``<stem>_<sha256[:8]>``), a hash Rust leaves unspecified between releases, and keeps the
+  extracted tree beside the archive. That cannot be seeded reliably, so rattler-build builds a
+  derived copy of recipe/ in build_artifacts/localbuild/ whose url is the file (``file://``;
+  the sha256 stays and is checked again). The user's recipe is never touched.
+
+Without the option, a build whose log shows the source download failing gets one line naming
+the url, the sha256 and this option.
 """
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -112,6 +128,65 @@ def _unquote(value: str) -> str:
     return value[1:-1] if len(value) > 1 and value[0] in "\"'" and value[-1] == value[0] else value
 
 
+def tarball_path(value: str) -> Path:
+    """--source-tarball FILE made absolute (links kept: docker mounts what they point to)."""
+    if not value.strip():
+        raise LocalBuildError("--source-tarball '': give the path of the tarball", EXIT_USAGE)
+    return Path(os.path.abspath(os.path.expanduser(value)))
+
+
+def sha256_of(path: Path) -> str:
+    """The file's sha256, read in 1 MiB blocks (release tarballs are hundreds of MB); the
+    feedstock tooling (bump, downstream sources) uses this one too."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as stream:
+        for block in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def check_tarball(tarball: Path, sources: list[RecipeSource]) -> None:
+    """The file exists, is readable and has the sha256 every recipe in ``sources`` names."""
+    if not sources:
+        return
+    wanted = sources[0]
+    where = f"{wanted.file_name} from {wanted.url}"
+    if tarball.is_dir():
+        raise LocalBuildError(f"--source-tarball {tarball} is a folder; give the tarball itself "
+                              f"({where})", EXIT_USAGE)
+    if not os.path.lexists(tarball):
+        raise LocalBuildError(f"--source-tarball {tarball}: no such file; fetch {where} where "
+                              "the network reaches and give its path", EXIT_USAGE)
+    try:
+        found = sha256_of(tarball)
+    except OSError as exc:
+        raise LocalBuildError(f"--source-tarball {tarball}: cannot read it ({exc.strerror}); give "
+                              f"a readable copy of {where}", EXIT_USAGE) from None
+    for source in sources:
+        if found != source.sha256:
+            raise LocalBuildError(
+                f"--source-tarball {tarball} has sha256 {found}, but {source.label} wants "
+                f"{source.sha256} ({source.url}); fetch that file again (an interrupted download, "
+                "or another version?)", EXIT_USAGE)
+
+
+def conda_build_cache_name(source: RecipeSource) -> str:
+    """The name conda-build gives the url's file in its src_cache: the sha256's first 10 digits
+    before the extension (``.tar.gz`` counts as one)."""
+    return re.sub(r"(.*?)(\.(?:tar\.)?[^.]+)$", rf"\1_{source.sha256[:10]}\2", source.file_name)
+
+
+def derived_recipe_text(source: RecipeSource, file_url: str) -> str:
+    """The recipe's text with its source url replaced by ``file_url`` (the rest byte for byte,
+    the sha256 included, so the tool checks the file once more)."""
+    lines = read_recipe_lines(source.recipe, source.label)
+    line = lines[source.url_line]
+    match = _URL.match(line)
+    assert match is not None  # the line read_recipe_source found
+    lines[source.url_line] = line[:match.start("value")] + json.dumps(file_url) + line[match.end("value"):]
+    return "\n".join(lines) + "\n"
+
+
 def download_failed(log: Path) -> bool:
     """Whether the build's log says the tool could not download the recipe's source."""
     longest = max(len(text) for text in DOWNLOAD_FAILED)
@@ -143,3 +218,29 @@ def download_failure_detail(log: Path, recipe: Path, label: str) -> str | None:
     except LocalBuildError:
         return None
 
+
+def link_tarball(link: Path, tarball: Path) -> None:
+    """``link`` (named as the url's file) pointing at the tarball; replaced in one step, so
+    Slurm tasks that make the same link at once never see it missing."""
+    link.parent.mkdir(parents=True, exist_ok=True)
+    tmp = link.with_name(f".{link.name}.tmp{os.getpid()}")
+    if os.path.lexists(tmp):
+        tmp.unlink()
+    tmp.symlink_to(tarball)
+    os.replace(tmp, link)
+
+
+def write_recipe_copy(recipe_dir: Path, dest: Path, recipe_text: str, recipe_name: str) -> None:
+    """``dest``: a copy of recipe_dir (patches, scripts) whose ``recipe_name`` is recipe_text;
+    the previous copy is replaced whole (the user may have edited recipe/ since)."""
+    import shutil
+
+    tmp = dest.with_name(f".{dest.name}.tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        shutil.copytree(recipe_dir, tmp, ignore=shutil.ignore_patterns("__pycache__", "output"))
+        (tmp / recipe_name).write_text(recipe_text, encoding="utf-8")
+        shutil.rmtree(dest, ignore_errors=True)
+        os.replace(tmp, dest)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
