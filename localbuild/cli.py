@@ -124,7 +124,8 @@ def build_parser() -> argparse.ArgumentParser:
                               "build machines without it: checked against the recipe's sha256 "
                               "before anything starts, then read by the build instead of a "
                               "download (conda-build: its source cache; rattler-build: a copy of "
-                              "recipe/ in build_artifacts/localbuild/ whose url is this file); "
+                              "recipe/ in build_artifacts/localbuild/ whose first url is this "
+                              "file); "
                               "the recipe itself is not changed")
     backend.add_argument("--skip-tests", action="store_true",
                          help="build without running the packages' tests (conda-build "

@@ -145,8 +145,8 @@ def source_lines(plan: BuildPlan, options: Options) -> list[str]:
     else:
         lines.append(f"  mount:      {options.source_tarball} at {plan.source_path} (read-only)")
     if plan.derived_recipe is not None:
-        lines.append(f"  recipe:     {plan.derived_recipe} (would be written: recipe/ with the url "
-                     f"{Path(plan.source_path).as_uri()}); rattler-build downloads nothing")
+        lines.append(f"  recipe:     {plan.derived_recipe} (would be written: recipe/ with "
+                     f"{Path(plan.source_path).as_uri()} as its first url); rattler-build downloads nothing")
     else:
         lines.append(f"  cache:      {plan.env.get('SOURCE_CACHE_NAME')} in conda-build's src_cache "
                      f"(copied from {plan.source_path}, --cache-dir); conda-build downloads nothing")

@@ -13,8 +13,8 @@ the recipe's before anything starts, and the build reads it instead of downloadi
   by Rust's DefaultHasher of url and checksum (rattler_build_source_cache, 0.58 and later; before
   that ``<stem>_<sha256[:8]>``), a hash Rust leaves unspecified between releases, and keeps the
   extracted tree beside the archive. That cannot be seeded reliably, so rattler-build builds a
-  derived copy of recipe/ in build_artifacts/localbuild/ whose url is the file (``file://``;
-  the sha256 stays and is checked again). The user's recipe is never touched.
+  derived copy of recipe/ in build_artifacts/localbuild/ whose first url is the file
+  (``file://``; the sha256 stays and is checked again). The user's recipe is never touched.
 
 Without the option, a build whose log shows the source download failing gets one line naming
 the url, the sha256 and this option.
@@ -177,13 +177,18 @@ def conda_build_cache_name(source: RecipeSource) -> str:
 
 
 def derived_recipe_text(source: RecipeSource, file_url: str) -> str:
-    """The recipe's text with its source url replaced by ``file_url`` (the rest byte for byte,
-    the sha256 included, so the tool checks the file once more)."""
+    """The recipe's text with ``file_url`` as its source's first url and the recipe's own as the
+    second, a mirror never reached (rattler-build tries them in order; the packages' info/recipe
+    keep the real one). The rest stays byte for byte, the sha256 too: the tool checks the file
+    once more."""
     lines = read_recipe_lines(source.recipe, source.label)
     line = lines[source.url_line]
     match = _URL.match(line)
     assert match is not None  # the line read_recipe_source found
-    lines[source.url_line] = line[:match.start("value")] + json.dumps(file_url) + line[match.end("value"):]
+    own = match.group("value")
+    own = own if own[:1] in "\"'" else json.dumps(own)   # `{` of ${{ version }} is flow syntax
+    urls = f"[{json.dumps(file_url)}, {own}]"
+    lines[source.url_line] = line[:match.start("value")] + urls + line[match.end("value"):]
     return "\n".join(lines) + "\n"
 
 

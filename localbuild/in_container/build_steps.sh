@@ -35,7 +35,7 @@
 #   SOURCE_TARBALL    the recipe's source, fetched elsewhere (--source-tarball; its sha256 was
 #                     checked): conda-build finds it in its source cache as SOURCE_CACHE_NAME
 #                     (copied there, --cache-dir); rattler-build's RECIPE_ROOT is a derived copy
-#                     of recipe/ whose url is this file
+#                     of recipe/ whose first url is this file
 set -euo pipefail
 
 step() { echo "::build-locally-step:: $*"; }
