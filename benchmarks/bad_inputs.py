@@ -243,6 +243,16 @@ def all_cases() -> list[Case]:
     cases += _files("build-locally --dry-run --channel", (*dry, "--channel", "{work}/channel"),
                     {"{work}/channel/noarch/repodata.json": ("non-utf8", "binary", "folder", "truncated")},
                     feedstock=False)
+    # the recipe's source read for --source-tarball (a scratch file stands for the tarball: its
+    # sha256 is not the recipe's, so a clean run ends in that one line too), then the file itself
+    tarball = (*dry, "--source-tarball", "{work}/torch.whl")
+    cases += _files("build-locally --dry-run --source-tarball", tarball,
+                    {meta: ("non-utf8", "bom", "crlf", "empty", "truncated", "binary", "folder", "unreadable",
+                            "symlink-loop"),
+                     "{work}/torch.whl": ("empty", "binary", "folder", "unreadable", "symlink-loop")},
+                    feedstock=False)
+    cases += _files("build-locally --dry-run --tool rattler-build --source-tarball", (*tarball, "--tool", "rattler-build"),
+                    {rattler: ("non-utf8", "bom", "empty", "binary", "folder", "symlink-loop")}, feedstock=False)
     cases += _options("build-locally", [
         ("no_such_config",), ("--all", "--filter", "["), ("--all", "--filter", "matches_nothing"),
         (*dry, "--python", "2.7"), (*dry, "--python", "three"), (CUDA_CONFIG, "--dry-run", "--cuda-arch", "banana"),
@@ -261,6 +271,9 @@ def all_cases() -> list[Case]:
         (*dry, "--scheduler", "slurm", "--sbatch-arg", "--array=1-5"),
         (CPU_CONFIG, CUDA_CONFIG, "--debug"), (*dry, "--output-id", "../escape"),
         (*dry, "--upload"), ("--all", "--debug"),
+        (*dry, "--source-tarball", "{work}/nowhere.tar.gz"), (*dry, "--source-tarball", "{work}/source"),
+        (*dry, "--source-tarball", ""), (*dry, "--source-tarball", "{work}/torch.whl", "--test-only"),
+        (CPU_CONFIG, "--source-tarball", "{work}/torch.whl", "--min-free-gb", "0"),
     ], feedstock=False)
     return cases
 

@@ -21,6 +21,7 @@ from .ownership import hand_back, host_user_id
 from .apptainer import parse_sif
 from .plan import MARKER_PREFIX, Options, default_cpu_count, make_plan
 from .selection import apply_filters, compile_filters, menu, select
+from .source_tarball import check_tarball, tarball_path
 from .tokens import UPLOAD_CREDENTIALS
 
 DESCRIPTION = """\
@@ -118,6 +119,14 @@ def build_parser() -> argparse.ArgumentParser:
                               "channel_sources (repeat for several, in order; a local folder "
                               "is mounted into the container at the same path), e.g. a site "
                               "mirror or a local channel")
+    backend.add_argument("--source-tarball", metavar="FILE",
+                         help="the recipe's source tarball, fetched where the network reaches, for "
+                              "build machines without it: checked against the recipe's sha256 "
+                              "before anything starts, then read by the build instead of a "
+                              "download (conda-build: its source cache; rattler-build: a copy of "
+                              "recipe/ in build_artifacts/localbuild/ whose first url is this "
+                              "file); "
+                              "the recipe itself is not changed")
     backend.add_argument("--skip-tests", action="store_true",
                          help="build without running the packages' tests (conda-build "
                               "--no-test, rattler-build --test skip); a quick check build")
@@ -246,6 +255,10 @@ def _main(root: Path, args: argparse.Namespace, command_line: str) -> int:
                               EXIT_USAGE)
     if args.output_id and not args.debug:
         raise LocalBuildError("--output-id works with --debug only", EXIT_USAGE)
+    if args.source_tarball is not None and (args.debug or args.test_only):
+        raise LocalBuildError("--source-tarball feeds a build, which --debug (conda debug takes no "
+                              "source cache) and --test-only (no source needed) do not run; drop one",
+                              EXIT_USAGE)
     slurm = _slurm_options(args)
     interactive = sys.stdin.isatty()
     cache: dict[str, CiConfig] = {}
@@ -279,6 +292,7 @@ def _main(root: Path, args: argparse.Namespace, command_line: str) -> int:
         ci=environ.get("CI", ""), extra_run_args=tuple(engines.extra_run_arguments(environ)),
         stdin_is_tty=interactive, emulate=args.emulate, tool=args.tool,
         channels=parse_channels(args.channel), skip_tests=args.skip_tests,
+        source_tarball=tarball_path(args.source_tarball) if args.source_tarball is not None else None,
         stamp=f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")  # unique container names
     if args.array_task is not None:  # a Slurm task builds with the options the submitter resolved
         options = _task_build_options(options, args.array_task)
@@ -289,6 +303,8 @@ def _main(root: Path, args: argparse.Namespace, command_line: str) -> int:
     if all(plan.skip_reason for plan in plans):
         reasons = "; ".join(f"{plan.name}: {plan.skip_reason}" for plan in plans[:3])
         raise LocalBuildError(f"nothing this machine can build ({reasons})", EXIT_USAGE)
+    if options.source_tarball is not None:  # before anything is written, dry runs too
+        check_tarball(options.source_tarball, list(dict.fromkeys(p.source for p in plans if p.source)))
     if slurm is not None:
         from .slurm.batch import run_slurm
 

@@ -112,6 +112,8 @@ def print_plans(plans: list[BuildPlan], options: Options, batch: BatchOptions,
                 if given)
             write(f"config:       {plan.derived_config} (would be written: {what} of "
                   f".ci_support/{plan.name}.yaml)")
+        for line in source_lines(plan, options):
+            write(line)
         if plan.gpu_archs:
             write(f"gpu archs:    {plan.gpu_archs}")
         if plan.dev_tag:
@@ -130,6 +132,25 @@ def print_plans(plans: list[BuildPlan], options: Options, batch: BatchOptions,
     for line in batch_steps(plans, options, batch):
         write(line)
     write("dry run: nothing was started or written")
+
+
+def source_lines(plan: BuildPlan, options: Options) -> list[str]:
+    """--source-tarball: the file, what it stands for, and how the build reads it."""
+    source = plan.source
+    if source is None:
+        return []
+    lines = [f"source:       {options.source_tarball} (sha256 matches {source.label}: {source.url})"]
+    if plan.source_link is not None:
+        lines.append(f"  link:       {plan.source_link} -> {options.source_tarball} (would be written)")
+    else:
+        lines.append(f"  mount:      {options.source_tarball} at {plan.source_path} (read-only)")
+    if plan.derived_recipe is not None:
+        lines.append(f"  recipe:     {plan.derived_recipe} (would be written: recipe/ with "
+                     f"{Path(plan.source_path).as_uri()} as its first url); rattler-build downloads nothing")
+    else:
+        lines.append(f"  cache:      {plan.env.get('SOURCE_CACHE_NAME')} in conda-build's src_cache "
+                     f"(copied from {plan.source_path}, --cache-dir); conda-build downloads nothing")
+    return lines
 
 
 def batch_steps(plans: list[BuildPlan], options: Options, batch: BatchOptions) -> list[str]:

@@ -15,6 +15,7 @@ from .tokens import without_secrets
 CONTAINER_FEEDSTOCK = "/home/conda/feedstock_root"
 CONTAINER_RECIPE = "/home/conda/recipe_root"
 CONTAINER_COMPILE_CACHE = "/home/conda/compile-cache"
+CONTAINER_SOURCE_TARBALL = "/home/conda/source_tarball"   # --source-tarball, read-only
 # Every container we start carries this label; `prune` keeps labelled (= kept, failed) ones.
 LABEL = "org.pytorch-feedstock.build-locally"
 

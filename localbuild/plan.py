@@ -18,6 +18,8 @@ from .errors import EXIT_USAGE, LocalBuildError
 from .gpu_archs import gpu_arch_list
 from .ownership import host_user_id
 from .overrides import DevOverrides, apply_to_config, derived_config_text
+from .source_tarball import (RecipeSource, conda_build_cache_name, derived_recipe_text,
+                             read_recipe_source, recipe_file)
 from .tokens import CACHE_CREDENTIALS, UPLOAD_TOKENS, without_secrets
 
 # The contract's developer-override variables (listed in meta.yaml build: script_env).
@@ -57,6 +59,7 @@ class Options:
     index: str = "after-build"         # "skip": a Slurm array task; "only": the array's final job
     apptainer_image: str | None = None  # --apptainer-image SIF (else docker://<docker_image>)
     task_output: str | None = None     # a Slurm task's own output folder, relative to build_artifacts/
+    source_tarball: Path | None = None  # --source-tarball: the recipe's source, fetched elsewhere
 
     @property
     def artifacts(self) -> Path:
@@ -66,7 +69,7 @@ class Options:
 # Options the user chose for the build itself: a Slurm task gets exactly these, serialized once
 # by the submitting run (build_options_json) and read back by the task (with_build_options).
 BUILD_FIELDS = ("engine", "native", "overrides", "output_id", "upload", "gpu_tests", "test_only",
-                "emulate", "tool", "channels", "skip_tests", "apptainer_image")
+                "emulate", "tool", "channels", "skip_tests", "apptainer_image", "source_tarball")
 # What each machine (or task) decides for itself, from its own environment and role.
 MACHINE_FIELDS = ("feedstock_root", "debug", "cpu_count", "ci", "extra_run_args", "stdin_is_tty",
                   "stamp", "host", "index", "task_output")
@@ -78,6 +81,7 @@ def build_options_json(options: Options) -> dict:
     data["engine"] = options.engine.executable
     data["overrides"] = dataclasses.asdict(options.overrides)
     data["channels"] = list(options.channels)
+    data["source_tarball"] = str(options.source_tarball) if options.source_tarball else None
     return data
 
 
@@ -87,7 +91,8 @@ def with_build_options(options: Options, data: dict) -> Options:
     overrides = dict(values["overrides"])
     overrides["pythons"] = tuple(overrides["pythons"])
     values.update(engine=engines.Engine(values["engine"]), overrides=DevOverrides(**overrides),
-                  channels=tuple(values["channels"]))
+                  channels=tuple(values["channels"]),
+                  source_tarball=Path(values["source_tarball"]) if values["source_tarball"] else None)
     return dataclasses.replace(options, **values)
 
 
@@ -111,6 +116,12 @@ class BuildPlan:
     test_only: bool = False            # test packages already built; no build, no marker
     tool_command: list[str] = field(default_factory=list)     # rattler-build's own command line
     gpu_archs: str | None = None       # the arch list the build compiles for (None: CPU)
+    tool: str = ""                     # conda-build | rattler-build ("" when skipped)
+    source: RecipeSource | None = None  # with --source-tarball: the recipe's url and sha256
+    source_path: str | None = None     # where the build reads the tarball (SOURCE_TARBALL)
+    source_link: Path | None = None    # --native: a link named as the url's file, to the tarball
+    derived_recipe: Path | None = None  # rattler-build: recipe/ copied with a file:// url
+    derived_recipe_text: str | None = None  # that copy's recipe.yaml
 
     @property
     def name(self) -> str:
@@ -189,32 +200,59 @@ def make_plan(config: CiConfig, options: Options, environ: dict[str, str]) -> Bu
     if options.upload:
         plan.passed_by_name += [name for name in UPLOAD_TOKENS if environ.get(name)]
 
-    tool = options.tool or ("conda-build" if in_container
-                            else native_build_tool(root) or "conda-build")
-    if tool == "rattler-build":
+    plan.tool = options.tool or ("conda-build" if in_container
+                                 else native_build_tool(root) or "conda-build")
+    recipe_root = engines.CONTAINER_RECIPE if in_container else str(root / "recipe")
+    if options.source_tarball is not None and options.index != "only":
+        recipe_root = _use_source_tarball(plan, options, env, inside_root,
+                                          f"{config.name}{suffix}") or recipe_root
+    if plan.tool == "rattler-build":
         if in_container:
             runner: list[str] = ["rattler-build"]
-            recipe_root, artifacts_inside = engines.CONTAINER_RECIPE, f"{inside_root}/{ARTIFACTS}"
+            artifacts_inside = f"{inside_root}/{ARTIFACTS}"
         else:
             runner, python = rattler.native_runner(root, environ)
             if python:
                 env[rattler.PYTHON_VARIABLE] = python
-            recipe_root, artifacts_inside = str(root / "recipe"), str(artifacts)
+            artifacts_inside = str(artifacts)
         plan.tool_command = rattler.build_command(runner, recipe_root, config_file, artifacts_inside,
                                                   options.skip_tests)
     if in_container:
         if options.tool:
-            env["BUILD_TOOL"] = tool
+            env["BUILD_TOOL"] = plan.tool
         if backend == "apptainer":
             _apptainer_command(plan, config, options, env)
         else:
             _docker_command(plan, config, options, env)
     else:
-        env.update({"FEEDSTOCK_ROOT": str(root), "RECIPE_ROOT": str(root / "recipe"),
-                    "LOCALBUILD_NATIVE": "1", "BUILD_TOOL": tool})
+        env.update({"FEEDSTOCK_ROOT": str(root), "RECIPE_ROOT": recipe_root,
+                    "LOCALBUILD_NATIVE": "1", "BUILD_TOOL": plan.tool})
         plan.command = ["bash", str(root / BUILD_SCRIPT)]
     plan.env = env
     return plan
+
+
+def _use_source_tarball(plan: BuildPlan, options: Options, env: dict[str, str],
+                        inside_root: str, stem: str) -> str | None:
+    """--source-tarball: where the build reads the file (SOURCE_TARBALL), and for rattler-build
+    the derived recipe folder it builds instead of recipe/ (returned; None for conda-build,
+    which finds the file in its source cache under SOURCE_CACHE_NAME)."""
+    recipe = recipe_file(options.feedstock_root, plan.tool)
+    plan.source = read_recipe_source(recipe, f"recipe/{recipe.name}")
+    name = plan.source.file_name
+    if plan.backend in CONTAINER_BACKENDS:   # mounted read-only under the url's file name
+        plan.source_path = f"{engines.CONTAINER_SOURCE_TARBALL}/{name}"
+    else:   # a link with the url's file name: rattler-build extracts by the name's extension
+        plan.source_link = options.artifacts / "localbuild" / "source" / name
+        plan.source_path = str(plan.source_link)
+    env["SOURCE_TARBALL"] = plan.source_path
+    if plan.tool != "rattler-build":
+        env["SOURCE_CACHE_NAME"] = conda_build_cache_name(plan.source)
+        return None
+    plan.derived_recipe = options.artifacts / "localbuild" / f"{stem}-recipe"
+    plan.derived_recipe_text = derived_recipe_text(plan.source, Path(plan.source_path).as_uri())
+    env["RECIPE_ROOT"] = f"{inside_root}/{ARTIFACTS}/localbuild/{plan.derived_recipe.name}"
+    return env["RECIPE_ROOT"]
 
 
 def _docker_command(plan: BuildPlan, config: CiConfig, options: Options, env: dict[str, str]) -> None:
@@ -226,7 +264,7 @@ def _docker_command(plan: BuildPlan, config: CiConfig, options: Options, env: di
     plan.image = image
     plan.container = engines.container_name(config.name, options.stamp)
     plan.mounts = [engines.mount_argument(host, inside, read_only=ro)
-                   for host, inside, ro in _container_mounts(options)]
+                   for host, inside, ro in _container_mounts(options, plan)]
     command = [eng.executable, "run", "--name", plan.container,
                "--label", f"{engines.LABEL}={config.name}"]
     if plan.interactive:
@@ -244,8 +282,8 @@ def _docker_command(plan: BuildPlan, config: CiConfig, options: Options, env: di
     plan.command = command
 
 
-def _container_mounts(options: Options) -> list[tuple[Path, str, bool]]:
-    """(host path, path inside, read-only) of every container build, Docker or Apptainer."""
+def _container_mounts(options: Options, plan: BuildPlan) -> list[tuple[Path, str, bool]]:
+    """(host path, path inside, read-only) of a container build, Docker or Apptainer."""
     root = options.feedstock_root
     mounts = [(root, engines.CONTAINER_FEEDSTOCK, False),
               (root / "recipe", engines.CONTAINER_RECIPE, False)]
@@ -253,6 +291,8 @@ def _container_mounts(options: Options) -> list[tuple[Path, str, bool]]:
         mounts.append((options.overrides.compile_cache_dir, engines.CONTAINER_COMPILE_CACHE, False))
     for folder in local_folders(options.channels):  # at the same path: one path on both sides
         mounts.append((folder, str(folder), True))
+    if options.source_tarball is not None and plan.source_path is not None:
+        mounts.append((options.source_tarball, plan.source_path, True))
     return mounts
 
 
@@ -264,7 +304,7 @@ def _apptainer_command(plan: BuildPlan, config: CiConfig, options: Options,
                               EXIT_USAGE)
     plan.image = apptainer.image_reference(config.docker_image, options.apptainer_image)
     plan.mounts = [apptainer.bind_argument(host, inside, ro)
-                   for host, inside, ro in _container_mounts(options)]
+                   for host, inside, ro in _container_mounts(options, plan)]
     gpu = apptainer.gpu_arguments(config.gpu[0]) if options.gpu_tests else []
     plan.command = apptainer.exec_command(
         options.engine.executable, plan.image, plan.mounts, env, gpu, engines.CONTAINER_FEEDSTOCK,

@@ -16,6 +16,7 @@ from . import engine as engines
 from .atomic import write_atomically
 from .console import Console, format_duration
 from .plan import BuildPlan, Options, process_environment
+from .source_tarball import download_failure_detail, link_tarball, recipe_file, write_recipe_copy
 
 STEP_PREFIX = b"::build-locally-step::"
 # a Slurm task's build names the packages it moved into build_artifacts/ (siblings move theirs
@@ -73,6 +74,11 @@ def prepare(plan: BuildPlan, options: Options) -> None:
         plan.marker.unlink()
     if plan.derived_config is not None and plan.derived_text is not None:
         write_atomically(plan.derived_config, plan.derived_text)
+    if plan.source_link is not None and options.source_tarball is not None:
+        link_tarball(plan.source_link, options.source_tarball)
+    if plan.derived_recipe is not None and plan.derived_recipe_text is not None:
+        write_recipe_copy(options.feedstock_root / "recipe", plan.derived_recipe,
+                          plan.derived_recipe_text, "recipe.yaml")
     if options.overrides.compile_cache_dir is not None:
         options.overrides.compile_cache_dir.mkdir(parents=True, exist_ok=True)
 
@@ -126,7 +132,10 @@ def run_plan(plan: BuildPlan, options: Options, console: Console, label: str,
         if outcome.status == "failed" and plan.container is not None:
             outcome = _engine_still_there(outcome, options.engine)
         if outcome.status == "failed" and not outcome.engine_lost:
-            outcome.detail = _out_of_space(plan.log, options.artifacts) or outcome.detail
+            log.flush()  # the scans read the file
+            source = (_source_download_detail(plan, options)
+                      if returncode != 0 and options.source_tarball is None else None)
+            outcome.detail = _out_of_space(plan.log, options.artifacts) or source or outcome.detail
         console.log = log
         _finish_container(plan, options, outcome, console, label)
         console.say(f"[{label}] {outcome.status}{' (' + outcome.detail + ')' if outcome.detail else ''}"
@@ -189,6 +198,14 @@ def _engine_still_there(outcome: Outcome, engine: engines.Engine) -> Outcome:
         return outcome
     return Outcome("failed", f"the {engine.flavour} engine stopped answering", outcome.seconds,
                    outcome.packages, engine_lost=lost)
+
+
+def _source_download_detail(plan: BuildPlan, options: Options) -> str | None:
+    """The url, sha256 and --source-tarball when the log shows the source download failing."""
+    if not plan.tool:
+        return None
+    recipe = recipe_file(options.feedstock_root, plan.tool)
+    return download_failure_detail(plan.log, recipe, f"recipe/{recipe.name}")
 
 
 def _finish_container(plan: BuildPlan, options: Options, outcome: Outcome, console: Console,

@@ -32,6 +32,10 @@
 #                     build_artifacts/<subdir>/ and remove the folder; kept when the build fails
 #   HOST_USER_ID      in a container that runs as root: build_artifacts/ is handed back to this
 #                     user when the script ends, whether the build worked or not
+#   SOURCE_TARBALL    the recipe's source, fetched elsewhere (--source-tarball; its sha256 was
+#                     checked): conda-build finds it in its source cache as SOURCE_CACHE_NAME
+#                     (copied there, --cache-dir); rattler-build's RECIPE_ROOT is a derived copy
+#                     of recipe/ whose first url is this file
 set -euo pipefail
 
 step() { echo "::build-locally-step:: $*"; }
@@ -160,6 +164,20 @@ if [[ "${NATIVE}" != 1 && "${tool_in_image}" != 1 ]]; then
         "${tools[@]}"
 fi
 
+# --source-tarball for conda-build: it looks in <cache-dir>/src_cache/ before downloading
+# (conda_build/source.py download_to_cache) and checks the sha256 of what it finds there
+source_cache_args=()
+if [[ -n "${SOURCE_TARBALL:-}" && "${BUILD_TOOL}" != rattler-build ]]; then
+    cached="${croot}/src_cache/${SOURCE_CACHE_NAME:?SOURCE_CACHE_NAME names the file in the source cache}"
+    mkdir -p "${croot}/src_cache"
+    if ! cmp -s "${SOURCE_TARBALL}" "${cached}"; then
+        cp "${SOURCE_TARBALL}" "${cached}.partial"
+        mv -f "${cached}.partial" "${cached}"
+    fi
+    echo "build_steps.sh: source from --source-tarball: ${cached} (conda-build downloads nothing)"
+    source_cache_args=(--cache-dir "${croot}")
+fi
+
 clobber=()
 if [[ -f "${FEEDSTOCK_ROOT}/.ci_support/clobber_${CONFIG}.yaml" ]]; then
     clobber=(--clobber-file "${FEEDSTOCK_ROOT}/.ci_support/clobber_${CONFIG}.yaml")
@@ -252,7 +270,8 @@ if [[ "${BUILD_TOOL}" == rattler-build ]]; then
         --ignore-recipe-variants --output-dir "${OUTPUT}" ${extra[@]+"${extra[@]}"}
 else
     conda build "${RECIPE_ROOT}" -m "${CONFIG_FILE}" --croot "${croot}" --output-folder "${OUTPUT}" \
-        --override-channels ${channel_args[@]+"${channel_args[@]}"} --suppress-variables ${clobber[@]+"${clobber[@]}"} ${extra[@]+"${extra[@]}"}
+        --override-channels ${channel_args[@]+"${channel_args[@]}"} --suppress-variables ${clobber[@]+"${clobber[@]}"} \
+        ${source_cache_args[@]+"${source_cache_args[@]}"} ${extra[@]+"${extra[@]}"}
 fi
 
 if [[ "${OUTPUT}" != "${ARTIFACTS}" ]]; then

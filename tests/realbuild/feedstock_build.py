@@ -44,13 +44,18 @@ class FeedstockBuild:
         return sorted(p.name for p in self.packages)
 
 
-def override_source(recipe_text: str, source: Path) -> str:
-    """recipe.yaml with its top-level `source:` block replaced by a local path (patches dropped:
-    they are for the PyTorch tarball)."""
+def replace_source(recipe_text: str, body: str) -> str:
+    """The recipe (recipe.yaml or meta.yaml) with its top-level `source:` block's lines replaced
+    by ``body`` (indented lines; patches dropped: they are for the PyTorch tarball)."""
     block = re.compile(r"^source:\n(?:[ #].*\n|\n)*", re.MULTILINE)
     if not block.search(recipe_text):
-        raise ValueError("recipe.yaml has no top-level source: block to override")
-    return block.sub(f"source:\n  path: {json.dumps(str(source))}\n\n", recipe_text, count=1)
+        raise ValueError("the recipe has no top-level source: block to override")
+    return block.sub(lambda _: f"source:\n{body}\n", recipe_text, count=1)
+
+
+def override_source(recipe_text: str, source: Path) -> str:
+    """recipe.yaml with its top-level `source:` block replaced by a local path."""
+    return replace_source(recipe_text, f"  path: {json.dumps(str(source))}\n")
 
 
 def copy_recipe(dest: Path, source: Path, recipe_dir: Path = RECIPE_DIR) -> Path:

@@ -2,11 +2,12 @@
 checked against the catalog's sha256 (a partial download never takes the final name)."""
 from __future__ import annotations
 
-import hashlib
 import os
 import tempfile
 import urllib.request
 from pathlib import Path
+
+from localbuild.source_tarball import sha256_of
 
 from ...errors import FeedstockError
 from .catalog import Source
@@ -22,18 +23,10 @@ def default_cache() -> Path:
     return base / "downstream"
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def fetch(source: Source, cache: Path) -> Path:
     """The file in the cache, downloaded first if it is not there."""
     target = cache / "sources" / source.sha256[:16] / source.file_name
-    if target.is_file() and _sha256(target) == source.sha256:
+    if target.is_file() and sha256_of(target) == source.sha256:
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, partial = tempfile.mkstemp(dir=target.parent, prefix=".partial-")
@@ -41,7 +34,7 @@ def fetch(source: Source, cache: Path) -> Path:
         with os.fdopen(fd, "wb") as out, urllib.request.urlopen(source.url, timeout=120) as response:
             while block := response.read(1 << 20):
                 out.write(block)
-        got = _sha256(Path(partial))
+        got = sha256_of(Path(partial))
         if got != source.sha256:
             raise FeedstockError(f"{source.file_name}: sha256 {got[:12]}... is not the catalog's "
                                  f"{source.sha256[:12]}...; fix recipe/dependents.yaml")

@@ -18,6 +18,8 @@ from pathlib import Path
 
 from rattler import Version
 
+from localbuild.source_tarball import sha256_of
+
 from ...atomic_files import replace_files
 from ...errors import FeedstockError
 from ...text_input import load_yaml
@@ -25,7 +27,7 @@ from ...layout import Feedstock, load_feedstock
 from .patch_series import PatchResult, check_series, patch_paths, wanted_by_patches
 from .recipe_lines import (RecipeText, get_triton, get_version, has_rc_rule, recipe_files, set_build_number,
                            set_run_requirements, set_sha256, set_triton, set_version)
-from .source_tree import SourceFiles, check_tarball, load_source, sha256_of
+from .source_tree import SourceFiles, check_tarball, load_source
 from .wheel_metadata import WheelMetadata, read_wheel
 
 TRITON_VERSION_FILE = ".ci/docker/triton_version.txt"

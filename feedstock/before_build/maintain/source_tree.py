@@ -6,7 +6,6 @@ path relative to the source root) and get them all from that one pass.
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import tarfile
 from dataclasses import dataclass, field
@@ -39,14 +38,6 @@ class SourceFiles:
             path = dest / rel
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(data)
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def check_tarball(path: Path) -> None:
