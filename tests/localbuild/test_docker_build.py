@@ -11,12 +11,14 @@ early or are interrupted. The toolchain channel and the stand-in rootfs are the 
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import tarfile
 import threading
 import time
 import zipfile
@@ -274,3 +276,41 @@ def test_a_full_disk_fails_the_build_with_the_reason_and_leaves_nothing_half_wri
     assert rig.docker.containers(f"{LABEL}={CPU}"), "the failed build's container is kept"
     for name in rig.docker.containers(f"{LABEL}={CPU}"):
         rig.docker.run("rm", "-f", name, check=False)
+
+
+def test_an_unreachable_source_is_named_and_a_tarball_fetched_elsewhere_builds(rig, tmp_path):
+    """The recipe's source as a url the container cannot reach (HPC compute nodes are often
+    offline): the failure names the url and the sha256; --source-tarball builds without network."""
+    from tests.realbuild.feedstock_build import replace_source
+
+    root = tmp_path / "feedstock"
+    shutil.copytree(rig.root, root, ignore=shutil.ignore_patterns("build_artifacts"), symlinks=True)
+    source = root / "recipe" / "test_project"
+    tarball = tmp_path / "elsewhere" / "test_project-1.0.tar.gz"
+    tarball.parent.mkdir()
+    with tarfile.open(tarball, "w:gz", compresslevel=1) as tar:
+        tar.add(source, arcname="test_project-1.0")
+    shutil.rmtree(source)          # the url is the only way to the source now
+    digest = hashlib.sha256(tarball.read_bytes()).hexdigest()
+    url = "http://127.0.0.1:9/test_project-1.0.tar.gz"
+    recipe = root / "recipe" / "recipe.yaml"
+    recipe.write_text(replace_source(recipe.read_text(), f"  url: {url}\n  sha256: {digest}\n"))
+
+    def build(*extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, str(root / "build-locally.py"), *rig.args(CPU), *extra],
+                              cwd=root, env=rig.env, capture_output=True, text=True, timeout=900)
+
+    offline = build()
+    assert offline.returncode == 1, offline.stdout[-3000:] + offline.stderr
+    row = summary_rows(offline.stdout)[CPU][0]
+    assert f"source {url} (sha256 {digest}) could not be downloaded" in row, row
+    assert "--source-tarball FILE" in row
+    for name in rig.docker.containers(f"{LABEL}={CPU}"):   # the failed build's, kept
+        rig.docker.run("rm", "-f", name, check=False)
+
+    built = build("--source-tarball", str(tarball))
+    assert built.returncode == 0, built.stdout[-3000:] + built.stderr
+    names = [p.name for p in (root / "build_artifacts" / "linux-64").glob("*.conda")]
+    assert any(n.startswith(f"pytorch-{RECIPE_VERSION}-cpu_generic_py312_h") for n in names), names
+    assert (root / "build_artifacts" / f"conda-forge-build-done-{CPU}").is_file()
+    assert rig.docker.containers(f"{LABEL}={CPU}") == []
