@@ -15,7 +15,6 @@ import hashlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tarfile
@@ -27,16 +26,17 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-import yaml
 
 from localbuild.engine import LABEL
 from tests.support.build_locally import summary_rows
 from tests.support.docker_daemon import DockerDaemon, docker_daemon_or_skip
 from tests.support.paths import RECIPE_VERSION
-from tests.support.podman import (CPU, FAILING, FAILING_TOO, INTERRUPTED, NO_IMAGE, PYTHON,
+from tests.support.podman import (CPU, NO_IMAGE, PYTHON,
                                   build_stand_in_image, config_texts, podman_feedstock,
                                   podman_unavailable)
-from tests.support.terminal import in_a_terminal, line_after
+from tests.support.engine_checks import (failed_configs_keep_their_containers_through_prune,
+                                         sigint_removes_the_running_container,
+                                         the_build_landed_for_the_user)
 
 ON_BEHALF_OF = 4321                  # SUDO_UID: the user a root run builds for
 ENGINE_LOST = "linux_64_engine_lost"  # the cpu config again: its daemon dies while it builds
@@ -78,6 +78,10 @@ class Rig:
     @property
     def artifacts(self) -> Path:
         return self.root / "build_artifacts"
+
+    @property
+    def engine(self) -> DockerDaemon:
+        return self.docker
 
 
 def _batch_losing_its_daemon(rig: Rig) -> Batch:
@@ -138,21 +142,8 @@ def rig(tmp_path_factory: pytest.TempPathFactory, realbuild_toolchain: dict,
 def test_the_build_lands_in_build_artifacts_owned_by_the_user(rig):
     out = rig.first.stdout + rig.first.stderr
     assert f"[1/2 {CPU}] ok " in rig.first.stdout, out[-3000:]
-    names = sorted(p.name for p in (rig.artifacts / "linux-64").glob("*.conda"))
-    assert any(n.startswith(f"libtorch-{RECIPE_VERSION}-cpu_generic_h") for n in names), names
-    assert any(n.startswith(f"pytorch-{RECIPE_VERSION}-cpu_generic_py312_h") for n in names), names
-    assert any(n.startswith(f"pytorch-cpu-{RECIPE_VERSION}-") for n in names), names
-    assert (rig.artifacts / "linux-64" / "repodata.json").is_file()
-    assert (rig.artifacts / f"conda-forge-build-done-{CPU}").is_file()
-    log = (rig.artifacts / f"{CPU}-log.txt").read_text()
     # docker picked by itself: the README's first command names no engine
-    assert "::build-locally-step:: build recipe" in log and "command: docker run " in log
-    derived = yaml.safe_load((rig.artifacts / "localbuild" / f"{CPU}.yaml").read_text())
-    assert derived["channel_sources"] == [str(rig.channel)]
-    # dockerd runs containers as root: what they wrote through the bind mount is handed back
-    not_theirs = [str(p) for p in [rig.artifacts, *rig.artifacts.rglob("*")]
-                  if p.lstat().st_uid != ON_BEHALF_OF]
-    assert not not_theirs, not_theirs[:10]
+    the_build_landed_for_the_user(rig, "docker", ON_BEHALF_OF)
     print(f"docker batch: {rig.build_seconds:.0f}s (stand-in image import {rig.image_seconds:.0f}s)")
 
 
@@ -190,52 +181,11 @@ def test_a_missing_image_is_one_line_saying_how_to_build_it(rig):
 
 
 def test_prune_keeps_failed_containers_and_the_image_and_the_enter_lines_work(rig):
-    stray = "feedstock-test-stray"
-    rig.docker.run("create", "--name", stray, IMAGE, "true")
-    proc = rig.run(*rig.args(FAILING, FAILING_TOO), "--prune")
-    out = proc.stdout
-    assert proc.returncode == 1, out + proc.stderr
-    assert "pruning between configs: docker system prune" in out and "pruned:" in out, out
-    kept = rig.docker.containers(LABEL)
-    assert len([name for name in kept if "failing" in name]) == 2, kept
-    assert stray not in rig.docker.run("ps", "-a", "--format", "{{.Names}}").stdout.split()
-    assert rig.docker.run("image", "inspect", IMAGE, check=False).returncode == 0
-    assert not (rig.artifacts / f"conda-forge-build-done-{FAILING}").exists()
-
-    enter = line_after(out, "enter it:")
-    assert enter.startswith("docker commit ") and " run -it --rm " in enter
-    # inside: the failed config's own file, through the feedstock mount
-    code, shown = in_a_terminal(enter, f"grep -c 3.99 /home/conda/feedstock_root/.ci_support/"
-                                       f"{FAILING}.yaml | sed s/^/matches=/; exit 7\n", rig.env)
-    assert code == 7 and "matches=1" in shown, shown[-2000:]
-    remove = line_after(out, "remove it:")
-    name = remove.split()[-1]
-    assert subprocess.run(remove, shell=True, env=rig.env, capture_output=True).returncode == 0
-    assert name not in rig.docker.containers(LABEL)
-    rig.docker.run("rmi", f"{name}-debug", check=False)
-    for other in rig.docker.containers(LABEL):
-        rig.docker.run("rm", "-f", other, check=False)
+    failed_configs_keep_their_containers_through_prune(rig, "docker", IMAGE)
 
 
 def test_sigint_removes_the_running_container_and_writes_no_marker(rig):
-    log = rig.artifacts / f"{INTERRUPTED}-log.txt"
-    proc = subprocess.Popen([sys.executable, str(rig.root / "build-locally.py"), *rig.args(INTERRUPTED)],
-                            cwd=rig.root, env=rig.env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-    deadline = time.monotonic() + 600
-    while time.monotonic() < deadline:
-        if log.exists() and "::build-locally-step:: build recipe" in log.read_text(errors="replace"):
-            break
-        assert proc.poll() is None, proc.stdout.read()
-        time.sleep(0.5)
-    assert rig.docker.containers(f"{LABEL}={INTERRUPTED}"), "the build's container is not running"
-    time.sleep(3)  # rattler-build is at work inside
-    proc.send_signal(signal.SIGINT)
-    out, _ = proc.communicate(timeout=180)
-    assert proc.returncode == 130, out
-    assert "interrupted" in out and "no done-marker written" in out, out
-    assert rig.docker.containers(f"{LABEL}={INTERRUPTED}") == []
-    assert not (rig.artifacts / f"conda-forge-build-done-{INTERRUPTED}").exists()
+    sigint_removes_the_running_container(rig)
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ other tests use configs that fail early or are interrupted, so the module stays 
 """
 from __future__ import annotations
 
-import signal
 import subprocess
 import sys
 import time
@@ -17,16 +16,18 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-import yaml
 
 from localbuild.engine import LABEL
 from tests.support.paths import RECIPE_VERSION
-from tests.support.podman import (CPU, FAILING, FAILING_TOO, INTERRUPTED, NO_IMAGE, PYTHON, Podman,
+from tests.support.podman import (CPU, FAILING, NO_IMAGE, PYTHON, Podman,
                                   build_stand_in_image, config_texts, podman_feedstock,
                                   podman_unavailable, private_podman)
-from tests.support.terminal import in_a_terminal, line_after
+from tests.support.engine_checks import (failed_configs_keep_their_containers_through_prune,
+                                         sigint_removes_the_running_container,
+                                         the_build_landed_for_the_user)
 
 ON_BEHALF_OF = 4321      # SUDO_UID: the user a root run builds for
+IMAGE = "quay.io/condaforge/linux-anvil-x86_64:alma9"
 
 
 @dataclass
@@ -52,6 +53,10 @@ class Rig:
     @property
     def artifacts(self) -> Path:
         return self.root / "build_artifacts"
+
+    @property
+    def engine(self) -> Podman:
+        return self.podman
 
 
 @pytest.fixture(scope="module")
@@ -82,20 +87,7 @@ def rig(tmp_path_factory: pytest.TempPathFactory, realbuild_toolchain: dict,
 def test_the_build_lands_in_build_artifacts_owned_by_the_user(rig):
     out = rig.first.stdout + rig.first.stderr
     assert rig.first.returncode == 0, out[-3000:]
-    names = sorted(p.name for p in (rig.artifacts / "linux-64").glob("*.conda"))
-    assert any(n.startswith(f"libtorch-{RECIPE_VERSION}-cpu_generic_h") for n in names), names
-    assert any(n.startswith(f"pytorch-{RECIPE_VERSION}-cpu_generic_py312_h") for n in names), names
-    assert any(n.startswith(f"pytorch-cpu-{RECIPE_VERSION}-") for n in names), names
-    assert (rig.artifacts / "linux-64" / "repodata.json").is_file()
-    assert (rig.artifacts / f"conda-forge-build-done-{CPU}").is_file()
-    log = (rig.artifacts / f"{CPU}-log.txt").read_text()
-    assert "::build-locally-step:: build recipe" in log and "podman run" in log
-    # --channel replaced channel_sources in the derived config the container built with
-    derived = yaml.safe_load((rig.artifacts / "localbuild" / f"{CPU}.yaml").read_text())
-    assert derived["channel_sources"] == [str(rig.channel)]
-    not_theirs = [str(p) for p in [rig.artifacts, *rig.artifacts.rglob("*")]
-                  if p.lstat().st_uid != ON_BEHALF_OF]
-    assert not not_theirs, not_theirs[:10]
+    the_build_landed_for_the_user(rig, "podman", ON_BEHALF_OF)
     print(f"podman build: {rig.build_seconds:.0f}s (stand-in image {rig.image_seconds:.0f}s)")
 
 
@@ -142,51 +134,11 @@ def test_a_missing_image_is_one_line_saying_how_to_build_it(rig):
 
 
 def test_failed_configs_keep_their_containers_through_prune_and_the_enter_lines_work(rig):
-    stray = "feedstock-test-stray"
-    rig.podman.run("create", "--name", stray, "quay.io/condaforge/linux-anvil-x86_64:alma9", "true")
-    proc = rig.run(*rig.args(FAILING, FAILING_TOO), "--prune")
-    out = proc.stdout
-    assert proc.returncode == 1, out + proc.stderr
-    assert "pruned:" in out, out
-    kept = rig.podman.containers(LABEL)
-    assert len([name for name in kept if "failing" in name]) == 2, kept
-    assert stray not in rig.podman.run("ps", "-a", "--format", "{{.Names}}").stdout.split()
-    assert not (rig.artifacts / f"conda-forge-build-done-{FAILING}").exists()
-
-    enter = line_after(out, "enter it:")
-    assert enter.startswith("podman commit ") and " run -it --rm " in enter
-    # inside: the failed config's own file, through the feedstock mount
-    code, shown = in_a_terminal(enter, f"grep -c 3.99 /home/conda/feedstock_root/.ci_support/"
-                                        f"{FAILING}.yaml | sed s/^/matches=/; exit 7\n", rig.env)
-    assert code == 7 and "matches=1" in shown, shown[-2000:]
-    remove = line_after(out, "remove it:")
-    name = remove.split()[-1]
-    assert subprocess.run(remove, shell=True, env=rig.env, capture_output=True).returncode == 0
-    assert name not in rig.podman.containers(LABEL)
-    rig.podman.run("rmi", f"{name}-debug", check=False)
-    for other in rig.podman.containers(LABEL):
-        rig.podman.run("rm", "-f", other, check=False)
+    failed_configs_keep_their_containers_through_prune(rig, "podman", IMAGE)
 
 
 def test_sigint_removes_the_running_container_and_writes_no_marker(rig):
-    log = rig.artifacts / f"{INTERRUPTED}-log.txt"
-    proc = subprocess.Popen([sys.executable, str(rig.root / "build-locally.py"), *rig.args(INTERRUPTED)],
-                            cwd=rig.root, env=rig.env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-    deadline = time.monotonic() + 600
-    while time.monotonic() < deadline:
-        if log.exists() and "::build-locally-step:: build recipe" in log.read_text(errors="replace"):
-            break
-        assert proc.poll() is None, proc.stdout.read()
-        time.sleep(0.5)
-    assert rig.podman.containers(f"{LABEL}={INTERRUPTED}"), "the build's container is not running"
-    time.sleep(3)  # rattler-build is at work inside
-    proc.send_signal(signal.SIGINT)
-    out, _ = proc.communicate(timeout=180)
-    assert proc.returncode == 130, out
-    assert "interrupted" in out and "no done-marker written" in out, out
-    assert rig.podman.containers(f"{LABEL}={INTERRUPTED}") == []
-    assert not (rig.artifacts / f"conda-forge-build-done-{INTERRUPTED}").exists()
+    sigint_removes_the_running_container(rig)
 
 
 def test_an_engine_that_cannot_start_containers_says_what_to_check(rig, tmp_path):

@@ -1,0 +1,92 @@
+"""What build-locally must do in any real container engine, checked the same way in podman
+(tests/localbuild/test_podman_build.py) and Docker (test_docker_build.py): a rig is the
+module's fixture, with `engine` (run(), containers()), `env`, `root`, `artifacts`, `channel`,
+`run(*args)` and `args(*configs)`."""
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+
+import yaml
+
+from localbuild.engine import LABEL
+from tests.support.paths import RECIPE_VERSION
+from tests.support.podman import CPU, FAILING, FAILING_TOO, INTERRUPTED
+from tests.support.terminal import in_a_terminal, line_after
+
+STRAY = "feedstock-test-stray"
+
+
+def failed_configs_keep_their_containers_through_prune(rig, executable: str, image: str) -> None:
+    """Two failing configs with --prune between them: a stray stopped container goes, both
+    failed builds' containers and the build image stay; the enter and remove lines work."""
+    rig.engine.run("create", "--name", STRAY, image, "true")
+    proc = rig.run(*rig.args(FAILING, FAILING_TOO), "--prune")
+    out = proc.stdout
+    assert proc.returncode == 1, out + proc.stderr
+    assert out.count(f"pruning between configs: {executable} system prune") == 1, out
+    assert "pruned:" in out, out
+    kept = rig.engine.containers(LABEL)
+    assert len([name for name in kept if "failing" in name]) == 2, kept
+    assert STRAY not in rig.engine.run("ps", "-a", "--format", "{{.Names}}").stdout.split()
+    assert rig.engine.run("image", "inspect", image, check=False).returncode == 0
+    assert not (rig.artifacts / f"conda-forge-build-done-{FAILING}").exists()
+
+    enter = line_after(out, "enter it:")
+    assert enter.startswith(f"{executable} commit ") and " run -it --rm " in enter
+    # inside: the failed config's own file, through the feedstock mount
+    code, shown = in_a_terminal(enter, f"grep -c 3.99 /home/conda/feedstock_root/.ci_support/"
+                                       f"{FAILING}.yaml | sed s/^/matches=/; exit 7\n", rig.env)
+    assert code == 7 and "matches=1" in shown, shown[-2000:]
+    remove = line_after(out, "remove it:")
+    name = remove.split()[-1]
+    assert subprocess.run(remove, shell=True, env=rig.env, capture_output=True).returncode == 0
+    assert name not in rig.engine.containers(LABEL)
+    rig.engine.run("rmi", f"{name}-debug", check=False)
+    for other in rig.engine.containers(LABEL):
+        rig.engine.run("rm", "-f", other, check=False)
+
+
+def sigint_removes_the_running_container(rig) -> None:
+    """Ctrl-C while rattler-build works in the container: exit 130, the container gone, no
+    done-marker."""
+    log = rig.artifacts / f"{INTERRUPTED}-log.txt"
+    proc = subprocess.Popen([sys.executable, str(rig.root / "build-locally.py"), *rig.args(INTERRUPTED)],
+                            cwd=rig.root, env=rig.env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        if log.exists() and "::build-locally-step:: build recipe" in log.read_text(errors="replace"):
+            break
+        assert proc.poll() is None, proc.stdout.read()
+        time.sleep(0.5)
+    assert rig.engine.containers(f"{LABEL}={INTERRUPTED}"), "the build's container is not running"
+    time.sleep(3)  # rattler-build is at work inside
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=180)
+    assert proc.returncode == 130, out
+    assert "interrupted" in out and "no done-marker written" in out, out
+    assert rig.engine.containers(f"{LABEL}={INTERRUPTED}") == []
+    assert not (rig.artifacts / f"conda-forge-build-done-{INTERRUPTED}").exists()
+
+
+def the_build_landed_for_the_user(rig, executable: str, owner: int) -> None:
+    """The cpu config's packages, index, done-marker and log in build_artifacts/, built with
+    the --channel copy of the config, every file owned by `owner` (the SUDO_UID of a root run)."""
+    names = sorted(p.name for p in (rig.artifacts / "linux-64").glob("*.conda"))
+    assert any(n.startswith(f"libtorch-{RECIPE_VERSION}-cpu_generic_h") for n in names), names
+    assert any(n.startswith(f"pytorch-{RECIPE_VERSION}-cpu_generic_py312_h") for n in names), names
+    assert any(n.startswith(f"pytorch-cpu-{RECIPE_VERSION}-") for n in names), names
+    assert (rig.artifacts / "linux-64" / "repodata.json").is_file()
+    assert (rig.artifacts / f"conda-forge-build-done-{CPU}").is_file()
+    log = (rig.artifacts / f"{CPU}-log.txt").read_text()
+    assert "::build-locally-step:: build recipe" in log and f"command: {executable} run " in log
+    # --channel replaced channel_sources in the derived config the container built with
+    derived = yaml.safe_load((rig.artifacts / "localbuild" / f"{CPU}.yaml").read_text())
+    assert derived["channel_sources"] == [str(rig.channel)]
+    # the engine ran the build as root: what it wrote through the bind mount is handed back
+    not_theirs = [str(p) for p in [rig.artifacts, *rig.artifacts.rglob("*")]
+                  if p.lstat().st_uid != owner]
+    assert not not_theirs, not_theirs[:10]
