@@ -31,10 +31,11 @@ from localbuild.engine import LABEL
 from tests.support.build_locally import summary_rows
 from tests.support.docker_daemon import DockerDaemon, docker_daemon_or_skip
 from tests.support.paths import RECIPE_VERSION
-from tests.support.podman import (CPU, NO_IMAGE, PYTHON,
+from tests.support.podman import (CPU, PYTHON,
                                   build_stand_in_image, config_texts, podman_feedstock,
                                   podman_unavailable)
-from tests.support.engine_checks import (failed_configs_keep_their_containers_through_prune,
+from tests.support.engine_checks import (a_missing_image_is_one_line,
+                                         failed_configs_keep_their_containers_through_prune,
                                          sigint_removes_the_running_container,
                                          the_build_landed_for_the_user)
 
@@ -172,12 +173,7 @@ def test_a_second_run_skips_the_done_config(rig):
 
 
 def test_a_missing_image_is_one_line_saying_how_to_build_it(rig):
-    proc = rig.run(*rig.args(NO_IMAGE))
-    assert proc.returncode == 3, proc.stdout + proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: image localhost/feedstock-not-here:1 "), lines
-    assert f"devtools/stand_in_image.py {NO_IMAGE}" in lines[0]
-    assert not (rig.artifacts / f"{NO_IMAGE}-log.txt").exists()
+    a_missing_image_is_one_line(rig)
 
 
 def test_prune_keeps_failed_containers_and_the_image_and_the_enter_lines_work(rig):

@@ -19,10 +19,11 @@ import pytest
 
 from localbuild.engine import LABEL
 from tests.support.paths import RECIPE_VERSION
-from tests.support.podman import (CPU, FAILING, NO_IMAGE, PYTHON, Podman,
+from tests.support.podman import (CPU, FAILING, PYTHON, Podman,
                                   build_stand_in_image, config_texts, podman_feedstock,
                                   podman_unavailable, private_podman)
-from tests.support.engine_checks import (failed_configs_keep_their_containers_through_prune,
+from tests.support.engine_checks import (a_missing_image_is_one_line,
+                                         failed_configs_keep_their_containers_through_prune,
                                          sigint_removes_the_running_container,
                                          the_build_landed_for_the_user)
 
@@ -125,12 +126,7 @@ def test_test_only_runs_the_packages_tests_in_a_container(rig):
 
 
 def test_a_missing_image_is_one_line_saying_how_to_build_it(rig):
-    proc = rig.run(*rig.args(NO_IMAGE))
-    assert proc.returncode == 3, proc.stdout + proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: image localhost/feedstock-not-here:1 "), lines
-    assert f"devtools/stand_in_image.py {NO_IMAGE}" in lines[0]
-    assert not (rig.artifacts / f"{NO_IMAGE}-log.txt").exists()
+    a_missing_image_is_one_line(rig)
 
 
 def test_failed_configs_keep_their_containers_through_prune_and_the_enter_lines_work(rig):

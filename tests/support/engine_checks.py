@@ -13,7 +13,7 @@ import yaml
 
 from localbuild.engine import LABEL
 from tests.support.paths import RECIPE_VERSION
-from tests.support.podman import CPU, FAILING, FAILING_TOO, INTERRUPTED
+from tests.support.podman import CPU, FAILING, FAILING_TOO, INTERRUPTED, NO_IMAGE
 from tests.support.terminal import in_a_terminal, line_after
 
 STRAY = "feedstock-test-stray"
@@ -90,3 +90,14 @@ def the_build_landed_for_the_user(rig, executable: str, owner: int) -> None:
     not_theirs = [str(p) for p in [rig.artifacts, *rig.artifacts.rglob("*")]
                   if p.lstat().st_uid != owner]
     assert not not_theirs, not_theirs[:10]
+
+
+def a_missing_image_is_one_line(rig) -> None:
+    """A config whose image is not here and cannot be pulled: one line saying how to get or
+    build it, exit 3, no log."""
+    proc = rig.run(*rig.args(NO_IMAGE))
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: image localhost/feedstock-not-here:1 "), lines
+    assert f"devtools/stand_in_image.py {NO_IMAGE}" in lines[0]
+    assert not (rig.artifacts / f"{NO_IMAGE}-log.txt").exists()
