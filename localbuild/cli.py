@@ -57,7 +57,8 @@ environment:
 exit status:
   0 all selected configs built (or were already built)   1 a config failed
   2 bad arguments / unknown config / nothing to build    3 preflight: no engine or build tool,
-  too little disk, CPU_COUNT above the cores, no Slurm   4 --no-wait and another run holds
+  too little disk, CPU_COUNT above the cores, no Slurm; or the engine stopped answering
+  mid-batch (the summary names what was built)           4 --no-wait and another run holds
   the build_artifacts/ lock                              130 interrupted (Ctrl-C, SIGTERM)
 """
 
