@@ -37,7 +37,7 @@ from tests.support.podman import (CPU, PYTHON,
 from tests.support.engine_checks import (a_missing_image_is_one_line,
                                          failed_configs_keep_their_containers_through_prune,
                                          sigint_removes_the_running_container,
-                                         the_build_landed_for_the_user)
+                                         not_owned_by, the_build_landed_for_the_user)
 
 ON_BEHALF_OF = 4321                  # SUDO_UID: the user a root run builds for
 ENGINE_LOST = "linux_64_engine_lost"  # the cpu config again: its daemon dies while it builds
@@ -143,8 +143,9 @@ def rig(tmp_path_factory: pytest.TempPathFactory, realbuild_toolchain: dict,
 def test_the_build_lands_in_build_artifacts_owned_by_the_user(rig):
     out = rig.first.stdout + rig.first.stderr
     assert f"[1/2 {CPU}] ok " in rig.first.stdout, out[-3000:]
-    # docker picked by itself: the README's first command names no engine
-    the_build_landed_for_the_user(rig, "docker", ON_BEHALF_OF)
+    # docker picked by itself: the README's first command names no engine. The work folder of
+    # the build whose daemon died is root's until the next run hands it back (below).
+    the_build_landed_for_the_user(rig, "docker", ON_BEHALF_OF, besides="bld")
     print(f"docker batch: {rig.build_seconds:.0f}s (stand-in image import {rig.image_seconds:.0f}s)")
 
 
@@ -166,10 +167,12 @@ def test_the_container_is_removed_after_success(rig):
     assert rig.docker.containers(f"{LABEL}={CPU}") == []
 
 
-def test_a_second_run_skips_the_done_config(rig):
+def test_a_second_run_skips_the_done_config_and_hands_back_what_the_lost_build_left(rig):
     proc = rig.run(*rig.args(CPU))
     assert proc.returncode == 0, proc.stderr
     assert "already built" in proc.stdout and "start:" not in proc.stdout, proc.stdout
+    # the lost build's container wrote on as root after that run's hand-back; this run's takes it
+    assert not_owned_by(rig.artifacts, ON_BEHALF_OF) == []
 
 
 def test_a_missing_image_is_one_line_saying_how_to_build_it(rig):
