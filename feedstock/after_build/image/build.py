@@ -17,6 +17,7 @@ from .layers import tree_names, write_layer
 from .oci import Layout, apptainer_recipe
 from .build_stage import build_wheels
 from .container import check_python
+from .network import reachable
 from .envfile import EnvironmentFile, Line, check_torch_specs, read_environment
 from .pip_access import PipAccess, pip_access
 from .pip_step import pip_layer
@@ -112,6 +113,8 @@ def _preflight(opts: Options, image: Definition, pips: PipPlan) -> tuple[Base | 
                                  f"runs without one; drop --find-links (pip then uses the host's network) "
                                  f"or put its wheel or sdist into {opts.find_links}")
     require(*tools)
+    for line in pips.network_lines():
+        reachable(line)
     base = given_base(opts.base) if opts.base else None
     available = environment.check_flavour(image.channels[0], image.flavour)
     if image.env_file is not None:
