@@ -52,11 +52,11 @@ def wheel_options(requirement):
 
 def main():
     plan = json.loads(Path(sys.argv[1]).read_text())
-    given = [name for name in SHOWN if os.environ.get(name)]
+    # names only, never values: an index URL may carry a password
+    given = [name + (" (a readable file)" if name == "PIP_CERT" and os.access(os.environ[name], os.R_OK) else "")
+             for name in SHOWN if os.environ.get(name)]
     if given:
-        cert = os.environ.get("PIP_CERT")
-        readable = " (a readable file)" if cert and os.access(cert, os.R_OK) else ""
-        print(f"build stage: pip gets {', '.join(given)}{readable}", flush=True)
+        print(f"build stage: pip gets {', '.join(given)}", flush=True)
     wheels = BUILD / "wheels"
     wheels.mkdir(parents=True, exist_ok=True)
     for number, item in enumerate(plan["items"]):
