@@ -46,7 +46,7 @@ def wheel_options(requirement):
     tokens, kept = shlex.split(requirement), []
     for index, token in enumerate(tokens):
         if token.split("=", 1)[0] in WHEEL_OPTIONS:
-            kept.append(token if "=" in token or index + 1 >= len(tokens) else f"{token}={tokens[index + 1]}")
+            kept += [token] if "=" in token else tokens[index:index + 2]
     return kept
 
 

@@ -128,7 +128,9 @@ def stage(rig: Rig, tmp_path_factory: pytest.TempPathFactory) -> Stage:
     (work / "site-ca.pem").write_text(PEM)
     env_args = {"PIP_INDEX_URL": MARKER_INDEX}
     env_file = _env_file(work, rig, "env.yml", SCATTER)
-    common = ("--host-python", str(rig.host_python), "--pip-cert", str(work / "site-ca.pem"))
+    # a name of its own: rig's image A is loaded into the same podman store
+    common = ("--host-python", str(rig.host_python), "--pip-cert", str(work / "site-ca.pem"),
+              "--name", "localhost/scatter-app:1")
     e = _build(rig, env_file, work / "e", links, *common, env=env_args)
     e_again = _build(rig, env_file, work / "e-again", links, *common, env=env_args)
     print(f"image builds with the build stage: {e.seconds:.0f}s, {e_again.seconds:.0f}s")
