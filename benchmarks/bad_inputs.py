@@ -205,6 +205,8 @@ def all_cases() -> list[Case]:
              "--output", "{work}/image-out")
     cases += _files("feedstock image", (*image, "--requirements", "{work}/requirements.txt"),
                     {"{work}/requirements.txt": TEXT_BREAKAGES})
+    envfile = ("image", "--environment", "{work}/env.yml", "--output", "{work}/image-out")
+    cases += _files("feedstock image --environment", envfile, {"{work}/env.yml": YAML_BREAKAGES})
     cases += _files("feedstock image", image, {"{work}/channel/noarch/repodata.json": YAML_BREAKAGES,
                                                "{work}/channel/linux-64/repodata.json": ("non-utf8", "binary", "truncated")})
     cases += _options("feedstock", [
@@ -233,6 +235,12 @@ def all_cases() -> list[Case]:
         (*image, "--find-links", "{work}/nowhere"),
         (*image, "--cuda", "banana"),
         (*image, "--host-python", "{work}/nowhere/python"),
+        ("image", "--environment", "{work}/nowhere.yml", "--output", "{work}/o"),
+        (*envfile, "--channel", "{work}/channel"), (*envfile, "--flavour", "gpu"), (*envfile, "--python", "3.10"),
+        (*envfile, "--requirements", "{work}/requirements.txt"),
+        (*envfile, "--pip-cert", "{work}/nowhere.pem"), (*envfile, "--pip-cert", "{work}/requirements.txt"),
+        (*envfile, "--find-links", "{work}/nowhere"),
+        (*image, "--requirements", "{work}/requirements.txt", "--pip-cert", "{work}/catalog.yaml"),
         ("frobnicate",), ("lint", "--frobnicate"),
     ], feedstock=True)
     # --min-free-gb 0: the dry run's disk verdict follows the free space, which other work changes
@@ -303,13 +311,17 @@ def tree_digest(root: Path) -> dict[str, str]:
 
 def make_scratch(base: Path) -> tuple[Path, Path]:
     """A copy of the feedstock (tree) and a folder of other inputs (work): a tiny empty channel,
-    a catalog, a requirements file, a repodata file, a wheel-shaped file, a source folder."""
+    a catalog, a requirements file, an environment file, a repodata file, a wheel-shaped file, a
+    source folder."""
     tree, work = copy_feedstock(base / "tree", TREE), base / "work"
     for subdir in ("noarch", "linux-64"):
         (work / "channel" / subdir).mkdir(parents=True)
         (work / "channel" / subdir / "repodata.json").write_text(EMPTY_REPODATA % subdir)
     shutil.copy2(ROOT / "recipe" / "dependents.yaml", work / "catalog.yaml")
     (work / "requirements.txt").write_text("einops==0.8.1\n")
+    (work / "env.yml").write_text(f"channels: [{work / 'channel'}]\ndependencies:\n  - pytorch-cpu\n"
+                                  "  - python=3.12\n  - pip:\n    - einops==0.8.1\n"
+                                  "    - torch-scatter==2.1.2 --no-build-isolation\n")
     (work / "repodata.json").write_text(EMPTY_REPODATA % "linux-64")
     (work / "torch.whl").write_bytes(b"PK\x05\x06" + b"\0" * 18)   # an empty zip
     (work / "source").mkdir()

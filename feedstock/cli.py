@@ -64,19 +64,27 @@ and DIR/image.json (digests). Layers: the base (mmdebstrap's Debian, or --base),
 (libtorch, libtorch-cuda-linalg, pytorch: the same digest in every image of one build), the
 rest of the conda environment at /opt/env (activated through the image config: PATH,
 CONDA_PREFIX), and with --requirements the app's packages installed by pip inside the image
-with torch already satisfied (a line that would replace torch is refused). Needs umoci and
-skopeo; mmdebstrap without --base; podman (or --engine) with --requirements. Same inputs and
-SOURCE_DATE_EPOCH: same manifest digest. See docs/images.md.
-Example: python -m feedstock image --channel build_artifacts --channel conda-forge --flavour cpu --python 3.11 --output img"""
+with torch already satisfied (a line that would replace torch is refused). --environment
+takes a conda environment file instead: its channels in order, its dependencies, and its pip:
+section installed after the conda environment exists; a pip line marked --no-build-isolation
+(or from git+) is built into a wheel in a build stage (the image's environment plus compilers)
+against the image's own torch, and only the wheel enters the image. Needs umoci and skopeo;
+mmdebstrap without --base or with a build stage; podman (or --engine) for the pip steps. Same
+inputs and SOURCE_DATE_EPOCH: same manifest digest. See docs/images.md.
+Example: python -m feedstock image --channel build_artifacts --channel conda-forge --flavour cpu --python 3.11 --output img
+         python -m feedstock image --environment env.yml --find-links wheels/ --output img"""
 
 
 def _add_image_parser(sub: argparse._SubParsersAction) -> None:
     image = sub.add_parser("image", help="build a runtime image (OCI + docker-archive) from built packages",
                            description=IMAGE_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
-    image.add_argument("--channel", action="append", required=True, metavar="DIR|NAME|URL",
+    image.add_argument("--environment", type=Path, metavar="ENV.yml",
+                       help="a conda environment file (channels, dependencies, a pip: section) instead of "
+                            "--channel/--flavour/--requirements")
+    image.add_argument("--channel", action="append", default=[], metavar="DIR|NAME|URL",
                        help="channel to install from, repeatable, in order; the first must hold the flavour")
-    image.add_argument("--flavour", choices=("cpu", "gpu", "rocm"), required=True)
-    image.add_argument("--python", required=True, help="the Python version, e.g. 3.11")
+    image.add_argument("--flavour", choices=("cpu", "gpu", "rocm"))
+    image.add_argument("--python", help="the Python version, e.g. 3.11 (unless the environment file pins one)")
     image.add_argument("--output", type=Path, required=True, help="folder to write (must not exist or be empty)")
     image.add_argument("--requirements", type=Path, help="a pip requirements file installed as a layer of its own")
     image.add_argument("--find-links", type=Path, metavar="DIR",
@@ -86,6 +94,8 @@ def _add_image_parser(sub: argparse._SubParsersAction) -> None:
                        help="copy this CPython's install into the mmdebstrap base at its own path "
                             "(channels whose python is a virtual environment of it, as the test channel)")
     image.add_argument("--engine", default="podman", help="runs pip inside the image (default: podman)")
+    image.add_argument("--pip-cert", type=Path, metavar="PEM",
+                       help="CA bundle for the pip steps (else PIP_CERT); mounted, never written into a layer")
     image.add_argument("--name", help="image name:tag (default: localhost/pytorch-FLAVOUR:VERSION-pyXY)")
     image.add_argument("--pkgs-dir", type=Path, metavar="DIR",
                        help="package cache kept between runs (default: a fresh one per run, removed after)")
@@ -99,7 +109,7 @@ def _cmd_image(args: argparse.Namespace) -> int:
     result = build(Options(channels=args.channel, flavour=args.flavour, python=args.python, output=args.output,
                            requirements=args.requirements, base=args.base, host_pythons=args.host_python,
                            find_links=args.find_links, engine=args.engine, name=args.name, cuda=args.cuda,
-                           pkgs_dir=args.pkgs_dir))
+                           pkgs_dir=args.pkgs_dir, environment=args.environment, pip_cert=args.pip_cert))
     for role, digest in result.layers.items():
         print(f"layer {role:<12} {digest}")
     print(f"image: {result.name} in {result.output} (manifest {result.manifest_digest}, "

@@ -32,14 +32,15 @@ def _python_home(interpreter: Path) -> Path:
     return Path(out.stdout.strip())
 
 
-def debian_base(host_pythons: list[Path]) -> Base:
-    """mmdebstrap's minbase (plus each host CPython's install at its own path), cached by inputs."""
+def debian_base(host_pythons: list[Path], packages: tuple[str, ...] = PACKAGES, use: str = "runtime") -> Base:
+    """mmdebstrap's minbase with `packages` (plus each host CPython's install at its own path),
+    cached by inputs; `use` names the cached tar (runtime, build)."""
     homes = sorted(str(_python_home(exe)) for exe in host_pythons)
-    key = cache_key({"suite": SUITE, "packages": PACKAGES, "homes": homes, "use": "runtime"})
-    target = cache_dir() / f"runtime-rootfs-{key}.tar"
+    key = cache_key({"suite": SUITE, "packages": packages, "homes": homes, "use": use})
+    target = cache_dir() / f"{use}-rootfs-{key}.tar"
     if not target.is_file():
         try:
-            debian_rootfs(target, PACKAGES, [copy_home_hook(Path(home)) for home in homes])
+            debian_rootfs(target, packages, [copy_home_hook(Path(home)) for home in homes])
         except RootfsError as err:
             raise FeedstockError(str(err), exit_code=3) from None
     return Base("rootfs", target)

@@ -15,7 +15,13 @@ from . import environment
 from .base import Base, debian_base, given_base
 from .layers import tree_names, write_layer
 from .oci import Layout, apptainer_recipe
-from .requirements import check_requirements, pip_layer
+from .build_stage import build_wheels
+from .container import check_python
+from .network import reachable
+from .envfile import EnvironmentFile, Line, check_torch_specs, read_environment
+from .pip_access import PipAccess, pip_access
+from .pip_step import pip_layer
+from .requirements import PipPlan, check_lines, plan, read_requirements
 from .tools import require
 
 ARCHIVE = "image.tar"
@@ -24,8 +30,8 @@ ARCHIVE = "image.tar"
 @dataclass
 class Options:
     channels: list[str]
-    flavour: str
-    python: str
+    flavour: str | None
+    python: str | None
     output: Path
     requirements: Path | None = None
     base: str | None = None
@@ -35,6 +41,20 @@ class Options:
     name: str | None = None
     cuda: str | None = None
     pkgs_dir: Path | None = None   # package cache to keep between runs (default: one per run)
+    environment: Path | None = None   # an environment file: channels, dependencies, pip:
+    pip_cert: Path | None = None
+
+
+@dataclass
+class Definition:
+    """What the image holds, from the options or an environment file."""
+    channels: list[str]
+    flavour: str
+    python: str | None                 # X.Y for the solve, unless a spec in `specs` pins it
+    specs: list[Line]                  # further conda dependencies
+    pip: list[Line]                    # pip lines (a requirements file or the pip: section)
+    pip_label: str                     # where they come from, for messages
+    env_file: EnvironmentFile | None = None
 
 
 @dataclass
@@ -50,43 +70,77 @@ def _epoch() -> int:
     return int(os.environ.get("SOURCE_DATE_EPOCH") or SOURCE_DATE_EPOCH)
 
 
-def _preflight(opts: Options) -> Base | None:
+def _definition(opts: Options) -> Definition:
+    if opts.environment is None:
+        if not opts.channels or not opts.flavour or not opts.python:
+            raise FeedstockError("name --channel, --flavour and --python, or an --environment file")
+        pip = read_requirements(opts.requirements) if opts.requirements is not None else []
+        return Definition(opts.channels, opts.flavour, opts.python, [], pip, str(opts.requirements))
+    clash = [flag for flag, value in (("--channel", opts.channels), ("--flavour", opts.flavour),
+                                      ("--requirements", opts.requirements)) if value]
+    if clash:
+        raise FeedstockError(f"--environment {opts.environment} names the channels, the flavour and the pip "
+                             f"lines; drop {', '.join(clash)}")
+    env = read_environment(opts.environment)
+    if env.python and opts.python and env.python != opts.python:
+        raise FeedstockError(f"--python {opts.python}, but {opts.environment} asks for python {env.python}; "
+                             "drop one")
+    python = None if env.python else opts.python
+    if not env.python and not python:
+        raise FeedstockError(f"{opts.environment}: no python among the dependencies; add one "
+                             "(e.g. '- python=3.11') or give --python")
+    return Definition(env.channels, env.flavour, python, env.specs, env.pip, str(opts.environment), env)
+
+
+def _preflight(opts: Options, image: Definition, pips: PipPlan) -> tuple[Base | None, PipAccess]:
     """Everything that needs no solve: one line and nothing written."""
     if opts.output.exists() and (not opts.output.is_dir() or any(opts.output.iterdir())):
         raise FeedstockError(f"--output {opts.output} exists and is not empty; remove it or name another")
     tools = ["umoci", "skopeo"]
-    if opts.base is None:
-        tools.append("mmdebstrap")
-    if opts.requirements is not None:
+    if opts.base is None or pips.build:
+        tools.append("mmdebstrap")   # the build stage's base is always mmdebstrap's
+    access = pip_access(opts.pip_cert)
+    if image.pip:
         if "podman" not in Path(opts.engine).name:
-            raise FeedstockError(f"--requirements runs pip in the image with podman run --rootfs; "
+            raise FeedstockError(f"the pip steps run in the image with podman run --rootfs; "
                                  f"--engine {opts.engine} cannot (use podman)")
         tools.append(opts.engine)
-        if not opts.requirements.is_file():
-            raise FeedstockError(f"--requirements {opts.requirements}: no such file")
     if opts.find_links is not None and not opts.find_links.is_dir():
         raise FeedstockError(f"--find-links {opts.find_links}: no such folder")
+    if opts.find_links is not None:
+        for line in pips.network_lines():
+            raise FeedstockError(f"{line.where}: {line.text!r} needs the network, and with --find-links pip "
+                                 f"runs without one; drop --find-links (pip then uses the host's network) "
+                                 f"or put its wheel or sdist into {opts.find_links}")
     require(*tools)
+    for line in pips.network_lines():
+        reachable(line)
     base = given_base(opts.base) if opts.base else None
-    environment.check_flavour(opts.channels[0], opts.flavour)
-    return base
+    available = environment.check_flavour(image.channels[0], image.flavour)
+    if image.env_file is not None:
+        check_torch_specs(image.env_file, available)
+    return base, access
 
 
 def build(opts: Options, say=print) -> Result:
-    base = _preflight(opts)
-    cuda = opts.cuda if opts.flavour == "gpu" else None
-    records = environment.solve(opts.channels, opts.flavour, opts.python, cuda)
+    image = _definition(opts)
+    pips = plan(image.pip)
+    base, access = _preflight(opts, image, pips)
+    cuda = opts.cuda if image.flavour == "gpu" else None
+    records = environment.solve(image.channels, image.flavour, image.python, cuda,
+                                [line.text for line in image.specs])
+    environment.check_torch_channel(records, image.channels[0])
     torch_version = environment.version_of(records, "pytorch")
-    if opts.requirements is not None:
-        check_requirements(opts.requirements, torch_version)
+    python = ".".join(environment.version_of(records, "python").split(".")[:2])
+    check_lines(image.pip, torch_version)
     # localhost/: podman and docker load it under that name instead of docker.io/library/
-    name = opts.name or f"localhost/pytorch-{opts.flavour}:{torch_version}-py{opts.python.replace('.', '')}"
+    name = opts.name or f"localhost/pytorch-{image.flavour}:{torch_version}-py{python.replace('.', '')}"
     ref = name.rsplit(":", 1)[1] if ":" in name else "latest"
     opts.output.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{opts.output.name}.partial-", dir=opts.output.parent))
     tmp.chmod(0o755)  # mkdtemp makes it private; the result is an ordinary folder
     try:
-        result = _build_in(tmp, opts, base, records, name, ref, say)
+        result = _build_in(tmp, opts, image, pips, access, base, records, name, ref, say)
         shutil.rmtree(tmp / "work", ignore_errors=True)
         if opts.output.exists():
             opts.output.rmdir()  # checked empty above
@@ -98,8 +152,8 @@ def build(opts: Options, say=print) -> Result:
     return result
 
 
-def _build_in(tmp: Path, opts: Options, base: Base | None, records: list, name: str, ref: str,
-              say) -> Result:
+def _build_in(tmp: Path, opts: Options, image: Definition, pips: PipPlan, access: PipAccess,
+              base: Base | None, records: list, name: str, ref: str, say) -> Result:
     epoch, work = _epoch(), tmp / "work"
     layers_dir = work / "layers"
     layers_dir.mkdir(parents=True)
@@ -118,24 +172,31 @@ def _build_in(tmp: Path, opts: Options, base: Base | None, records: list, name: 
     layout.add_layer(layers_dir / "torch.tar", f"torch {env.torch_version}: {', '.join(environment.TORCH_PACKAGES)}")
     layout.add_layer(layers_dir / "environment.tar", "the rest of the conda environment")
     roles += ["torch", "environment"]
-    if opts.requirements is not None:
-        say(f"image: pip install -r {opts.requirements} in the image ({opts.engine})")
+    if pips.runtime or pips.build:
         rootfs = work / "rootfs"
         layout.unpack_rootfs(rootfs)
+        # before the slow part: a python that cannot start fails every pip step
+        check_python(opts.engine, rootfs, "the image")
+        wheels: list[Path] = []
+        if pips.build:
+            wheels = build_wheels(pips.build, pips.options, env.staging, work, opts.engine, opts.find_links,
+                                  access, opts.host_pythons, epoch, say)
+        say(f"image: pip install -r {image.pip_label} in the image ({opts.engine})")
         pip_out = work / "pip-out"
-        pip_layer(rootfs, opts.requirements, env.torch_version, pip_out, opts.engine, opts.find_links)
+        pip_layer(rootfs, pips.options + [line.text for line in pips.runtime], image.pip_label,
+                  env.torch_version, pip_out, opts.engine, opts.find_links, access, wheels)
         shutil.rmtree(rootfs)
         sizes["requirements"] = write_layer(pip_out, tree_names(pip_out), layers_dir / "requirements.tar", epoch)
-        layout.add_layer(layers_dir / "requirements.tar", f"pip install -r {opts.requirements.name}")
+        layout.add_layer(layers_dir / "requirements.tar", f"pip install -r {Path(image.pip_label).name}")
         roles.append("requirements")
     layout.configure({"org.opencontainers.image.title": name, "feedstock.torch.version": env.torch_version,
-                      "feedstock.flavour": opts.flavour, "feedstock.python": env.python_version})
+                      "feedstock.flavour": image.flavour, "feedstock.python": env.python_version})
     say(f"image: docker-archive {ARCHIVE}")
     layout.docker_archive(tmp / ARCHIVE, name)
     (tmp / "Apptainer.def").write_text(apptainer_recipe(ARCHIVE, name))
     result = Result(opts.output, name, layout.manifest_digest(), dict(zip(roles, layout.layer_digests())), sizes)
     (tmp / "image.json").write_text(json.dumps(
         {"name": name, "oci_ref": ref, "manifest_digest": result.manifest_digest, "layers": result.layers,
-         "torch_version": env.torch_version, "python_version": env.python_version, "flavour": opts.flavour},
+         "torch_version": env.torch_version, "python_version": env.python_version, "flavour": image.flavour},
         indent=2) + "\n")
     return result

@@ -47,20 +47,22 @@ def channel_source(channel: str) -> str:
     return channel
 
 
-def check_flavour(channel: str, flavour: str) -> None:
-    """A local first channel must hold the flavour's metapackage and pytorch: say so before solving."""
+def check_flavour(channel: str, flavour: str) -> dict[str, set[str]]:
+    """A local first channel must hold the flavour's metapackage and pytorch: say so before
+    solving. Returns its package names and their versions (empty for a remote channel)."""
     path = Path(channel).expanduser()
     if not path.is_dir():
-        return
+        return {}
     channel_source(channel)  # an indexed channel at all
-    names: set[str] = set()
+    names: dict[str, set[str]] = {}
     for subdir in ("linux-64", "noarch"):
         repodata = path / subdir / "repodata.json"
         if repodata.is_file():
             try:
                 data = read_json(repodata)
                 for key in ("packages", "packages.conda"):
-                    names.update(record["name"] for record in data.get(key, {}).values())
+                    for record in data.get(key, {}).values():
+                        names.setdefault(record["name"], set()).add(str(record["version"]))
             except (ValueError, AttributeError, KeyError, TypeError) as err:
                 raise FeedstockError(f"{repodata} is not a channel index ({type(err).__name__}: "
                                      f"{err}); index the channel again (python build-locally.py "
@@ -70,14 +72,18 @@ def check_flavour(channel: str, flavour: str) -> None:
     if missing:
         raise FeedstockError(f"channel {channel} has no {', '.join(missing)} (the {flavour} flavour's "
                              f"packages); build that flavour into it first")
+    return names
 
 
-def solve(channels: list[str], flavour: str, python: str, cuda: str | None):
+def solve(channels: list[str], flavour: str, python: str | None, cuda: str | None,
+          extra: list[str] | None = None):
+    """The records of the flavour's metapackage, python (X.Y, or as `extra` pins it), pip and
+    `extra` (an environment file's other dependencies)."""
     import rattler
 
     overrides = rattler.VirtualPackageOverrides()
     overrides.cuda = rattler.Override.string(cuda or "")
-    specs = [METAPACKAGES[flavour], f"python {python}.*", "pip"]
+    specs = [METAPACKAGES[flavour], *([f"python {python}.*"] if python else []), "pip", *(extra or [])]
     try:
         return _await(rattler.solve(sources=[rattler.Channel(channel_source(c)) for c in channels],
                                     specs=specs, platforms=["linux-64", "noarch"],
@@ -87,6 +93,18 @@ def solve(channels: list[str], flavour: str, python: str, cuda: str | None):
     except Exception as err:  # rattler's SolverError spans lines
         raise FeedstockError(f"cannot solve {' '.join(specs)} from {', '.join(channels)}: "
                              f"{' '.join(str(err).split())[:300]}") from None
+
+
+def check_torch_channel(records: list, channel: str) -> None:
+    """Our torch must come from our (first) channel, not from one listed after it."""
+    import rattler
+
+    ours = rattler.Channel(channel_source(channel)).base_url.rstrip("/")
+    for record in records:
+        if record.name.normalized in TORCH_PACKAGES and str(record.channel).rstrip("/") != ours:
+            raise FeedstockError(f"the solve took {record.name.normalized} {record.version} from "
+                                 f"{record.channel}, not from our channel {channel}: a dependency asks "
+                                 "for a torch our channel does not have; drop or loosen it")
 
 
 def scrub(prefix: Path) -> None:

@@ -1,23 +1,29 @@
-"""The app's pip requirements, as a layer of their own on top of the conda environment.
+"""What the app's pip lines ask for (a --requirements file or an environment file's pip:
+section), checked before anything is built.
 
-torch is already installed by conda: a requirements file that names torch with a version the
-environment does not have (or from a URL or a path) would replace it, so it is refused naming
-the line. pip then runs inside the image (podman --rootfs on the unpacked image, so the scripts'
-shebangs and the installed-package check are the image's own) with a constraint pinning torch,
-and installs under --root /out: what lands there is exactly the new layer.
+torch is already installed by conda: a line that names torch with a version the environment
+does not have (or from a URL or a path) would replace it, so it is refused naming the line.
+Then the lines are split between the two pip steps: a requirement marked `--no-build-isolation`
+(the flag pip users already give for packages that build against the installed torch) or one
+from a VCS URL (git is only there) is built into a wheel in the build stage; everything else is
+installed by pip in the image.
 """
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...errors import FeedstockError
 from ...text_input import read_text
-from .environment import PREFIX
+from .envfile import Line
 
 TORCH_NAMES = {"torch", "pytorch"}
+# pip's command-line flag, which pip does not accept in a requirements file: our mark for the
+# build stage (pip's per-requirement options are only --hash, --config-settings, --global-option)
+MARK = "--no-build-isolation"
+VCS = re.compile(r"(^|@\s*)(git|hg|svn|bzr)\+", re.IGNORECASE)
+NESTED = re.compile(r"^-(r|c|e)\b|^--(requirement|constraint|editable)\b")
 NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(\[[^\]]*\])?\s*(.*)$")
 
 
@@ -35,52 +41,84 @@ def _accepts(specifier: str, version: str) -> bool:
         return False
 
 
-def check_requirements(path: Path, torch_version: str) -> list[str]:
-    """The file's lines; refused when a line would install a torch other than the image's."""
+@dataclass(frozen=True)
+class BuildItem:
+    where: str
+    requirement: str   # the line without our mark; pip's own per-requirement options kept
+    isolated: bool     # False: marked, built against the image's own torch
+
+
+@dataclass
+class PipPlan:
+    options: list[str] = field(default_factory=list)     # option lines: both pip steps get them
+    runtime: list[Line] = field(default_factory=list)    # installed by pip in the image
+    build: list[BuildItem] = field(default_factory=list)  # built into wheels in the build stage
+
+    def network_lines(self) -> list[Line]:
+        """Requirements that can only come from the network (a URL, a VCS checkout)."""
+        lines = self.runtime + [Line(item.where, item.requirement) for item in self.build]
+        return [line for line in lines if VCS.search(line.text) or re.search(r"\bhttps?://", line.text)]
+
+
+def _content(raw: str) -> str:
+    return raw.split(" #", 1)[0].strip()
+
+
+def read_requirements(path: Path) -> list[Line]:
+    """A requirements file's lines, each with its file:line."""
     try:
-        lines = read_text(path, f"--requirements {path}").splitlines()
+        text = read_text(path, f"--requirements {path}")
+    except FileNotFoundError:
+        raise FeedstockError(f"--requirements {path}: no such file") from None
     except OSError as err:
         raise FeedstockError(f"--requirements {path}: {err.strerror}") from None
-    for number, raw in enumerate(lines, 1):
-        line = raw.split(" #", 1)[0].strip()
-        if not line or line.startswith("#") or line.startswith("-"):
-            if re.match(r"^-(r|c|e)\b|^--(requirement|constraint|editable)\b", line):
-                raise FeedstockError(f"{path}:{number}: {line!r}: nested or editable requirements "
+    return [Line(f"{path}:{number}", raw) for number, raw in enumerate(text.splitlines(), 1)]
+
+
+def check_lines(lines: list[Line], torch_version: str) -> None:
+    """Refused when a line would install a torch other than the image's, or cannot be checked."""
+    for line in lines:
+        text = _content(line.text)
+        if not text or text.startswith("#"):
+            continue
+        if text.startswith("-"):
+            if NESTED.match(text):
+                raise FeedstockError(f"{line.where}: {text!r}: nested or editable requirements "
                                      "cannot be checked for torch; list them in this file")
             continue
-        match = NAME.match(line)
+        match = NAME.match(text)
         if not match or _canonical(match.group(1)) not in TORCH_NAMES:
             continue
-        specifier = match.group(3).split(";", 1)[0].strip()
+        # pip's per-requirement options (--hash=...) follow the specifier
+        specifier = re.split(r"\s-", match.group(3), maxsplit=1)[0].split(";", 1)[0].strip()
         if specifier.startswith("@") or not _accepts(specifier, torch_version):
-            raise FeedstockError(f"{path}:{number}: {line!r} would replace the image's torch "
+            raise FeedstockError(f"{line.where}: {text!r} would replace the image's torch "
                                  f"{torch_version}; drop the line or accept {torch_version}")
-    return lines
 
 
-def pip_layer(rootfs: Path, requirements: Path, torch_version: str, out: Path, engine: str,
-              find_links: Path | None, env: dict[str, str] | None = None) -> None:
-    """pip install -r REQUIREMENTS inside the unpacked image; the new files land in `out`."""
-    work = out.parent / "pip-input"
-    work.mkdir()
-    shutil.copy2(requirements, work / "requirements.txt")
-    (work / "constraints.txt").write_text(f"torch=={torch_version}\n")
-    out.mkdir()
-    mounts = ["-v", f"{work}:/pip-input:ro", "-v", f"{out}:/out:rw"]
-    pip_args = ["--no-cache-dir", "--disable-pip-version-check", "--no-compile", "--no-warn-script-location",
-                "--root", "/out", "-r", "/pip-input/requirements.txt", "-c", "/pip-input/constraints.txt"]
-    if find_links is not None:
-        mounts += ["-v", f"{find_links.resolve()}:/pip-links:ro"]
-        pip_args += ["--no-index", "--find-links", "/pip-links"]
-    network = "none" if find_links is not None else "host"
-    command = [engine, "run", "--rm", f"--network={network}", *mounts,
-               "-e", f"PATH={PREFIX}/bin:/usr/bin:/bin", "-e", "PYTHONDONTWRITEBYTECODE=1",
-               "--rootfs", str(rootfs), f"{PREFIX}/bin/python", "-m", "pip", "install", *pip_args]
-    proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=3600)
-    if proc.returncode != 0:
-        tail = " ".join((proc.stderr.strip() or proc.stdout.strip()).split())[-500:]
-        raise FeedstockError(f"pip install -r {requirements} in the image failed: {tail}", exit_code=1)
-    replaced = sorted(p.name for p in out.rglob("torch-*.dist-info"))
-    if replaced:
-        raise FeedstockError(f"pip would install {replaced[0]} over the image's torch {torch_version} "
-                             f"(a dependency of {requirements} asks for it)", exit_code=1)
+def check_requirements(path: Path, torch_version: str) -> list[str]:
+    """The file's lines; refused when a line would install a torch other than the image's."""
+    lines = read_requirements(path)
+    check_lines(lines, torch_version)
+    return [line.text for line in lines]
+
+
+def plan(lines: list[Line]) -> PipPlan:
+    """Split the lines between the runtime pip step and the build stage."""
+    result = PipPlan()
+    mark_all = any(_content(line.text) == MARK for line in lines)
+    for line in lines:
+        text = _content(line.text)
+        if not text or text.startswith("#") or text == MARK:
+            continue
+        if text.startswith("-"):
+            result.options.append(text)
+            continue
+        tokens = text.split()
+        marked = mark_all or MARK in tokens
+        requirement = " ".join(token for token in tokens if token != MARK)
+        if marked or VCS.search(requirement):
+            result.build.append(BuildItem(line.where, requirement, isolated=not marked))
+        else:
+            result.runtime.append(Line(line.where, requirement))
+    return result

@@ -106,3 +106,68 @@ def test_a_corrupt_channel_index_is_one_line(tmp_path):
     assert "repodata.json:1: not valid JSON" in one_line(proc)
     nothing_written(tmp_path, "channel", "root.tar")
 
+
+
+# --- an environment file (--environment) and the pip steps' inputs ---------------------------
+
+def env_image(tmp_path: Path, text: str, *extra: str):
+    (tmp_path / "env.yml").write_bytes(text.encode("latin-1"))
+    proc = run_feedstock_cli("image", "--environment", str(tmp_path / "env.yml"), "--output",
+                             str(tmp_path / "img"), *extra)
+    return proc
+
+
+ENV = "channels: [{channel}]\ndependencies:\n  - pytorch-cpu\n  - python=3.11\n  - pip:\n{pip}"
+
+
+@pytest.mark.parametrize("text, says", [
+    ("channels: [a, b\ndependencies: [", "env.yml:2: invalid YAML"),
+    ("\x00\x01binary", "invalid YAML (unacceptable character #x0000"),
+    ("caf\xe9: [", "not UTF-8 text"),
+    ("channels: [build_artifacts]\ndependencies: [python=3.11, pip]\n",
+     "no pytorch-cpu, pytorch-gpu or pytorch-rocm among the dependencies"),
+])
+def test_an_environment_file_that_is_no_image_definition_is_one_line(tmp_path, text, says):
+    proc = env_image(tmp_path, text)
+    assert proc.returncode == 2 and says in one_line(proc)
+    nothing_written(tmp_path, "env.yml")
+
+
+def test_a_git_url_with_find_links_is_refused_before_anything_runs(tmp_path):
+    (tmp_path / "wheels").mkdir()
+    (tmp_path / "channel").mkdir()
+    pip = "    - einops==0.8.2\n    - scatter @ git+https://github.com/rusty1s/pytorch_scatter.git@2.1.2\n"
+    proc = env_image(tmp_path, ENV.format(channel=tmp_path / "channel", pip=pip), "--find-links", str(tmp_path / "wheels"))
+    assert proc.returncode == 2
+    assert one_line(proc).startswith(f"error: {tmp_path / 'env.yml'}:7: 'scatter @ git+https://github.com/rusty1s/"
+                                     "pytorch_scatter.git@2.1.2' needs the network, and with --find-links pip runs "
+                                     "without one")
+    nothing_written(tmp_path, "env.yml", "wheels", "channel")
+
+
+@pytest.mark.skipif(shutil.which("podman") is None or shutil.which("mmdebstrap") is None,
+                    reason="podman and mmdebstrap not installed (the pip steps and the build stage need them)")
+def test_a_git_url_whose_host_cannot_be_reached_is_refused_before_anything_runs(tmp_path):
+    (tmp_path / "channel").mkdir()
+    pip = "    - scatter @ git+https://git.example.invalid/scatter.git@2.1.2 --no-build-isolation\n"
+    env = {k: v for k, v in os.environ.items() if k.lower() not in ("https_proxy", "http_proxy", "pip_proxy")}
+    (tmp_path / "env.yml").write_text(ENV.format(channel=tmp_path / "channel", pip=pip))
+    proc = run_feedstock_cli("image", "--environment", str(tmp_path / "env.yml"), "--output", str(tmp_path / "img"),
+                             env=env)
+    assert proc.returncode == 3
+    assert "needs git.example.invalid:443, which this machine cannot reach (does not resolve)" in one_line(proc)
+    nothing_written(tmp_path, "env.yml", "channel")
+
+
+@pytest.mark.parametrize("extra, says", [
+    (("--channel", "elsewhere"), "names the channels, the flavour and the pip lines; drop --channel"),
+    (("--python", "3.12"), "--python 3.12, but"),
+    (("--pip-cert", "{tmp}/nowhere.pem"), "--pip-cert {tmp}/nowhere.pem: no such file"),
+    (("--pip-cert", "{tmp}/env.yml"), "not a PEM certificate bundle"),
+])
+def test_options_that_clash_with_the_environment_file_are_one_line(tmp_path, extra, says):
+    (tmp_path / "channel").mkdir()
+    extra = tuple(arg.replace("{tmp}", str(tmp_path)) for arg in extra)
+    proc = env_image(tmp_path, ENV.format(channel=tmp_path / "channel", pip="    - einops\n"), *extra)
+    assert proc.returncode == 2 and says.replace("{tmp}", str(tmp_path)) in one_line(proc)
+    nothing_written(tmp_path, "env.yml", "channel")

@@ -2,109 +2,20 @@
 rattler-build built from the feedstock's recipe (the session's `wheelbuild`, shared with
 tests/realbuild/test_real_cpu_wheel.py), checked by skopeo, oci-image-tool and podman.
 
-Three builds: A (requirements six and torch==2.13.0), A again (the same manifest digest) and B
-(requirements idna, on the base tar A's run cached, given with --base): A and B share the torch
-layer. The channel's python is a virtual environment of this machine's CPython 3.11, so the
-mmdebstrap base gets that install (--host-python). pip installs from a folder of wheels
-(--find-links): no network in the image.
+Three builds (the package's `rig`, tests/support/image_rig.py): A (requirements six and
+torch==2.13.0), A again (the same manifest digest) and B (requirements idna, on the base tar A's
+run cached, given with --base): A and B share the torch layer.
 """
 from __future__ import annotations
 
 import gzip
 import json
-import shutil
 import subprocess
-import sys
 import tarfile
-import time
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Iterator
 
 import pytest
 
-from tests.support.paths import REPO_ROOT
-from tests.support.podman import Podman, podman_unavailable, private_podman
-
 pytest.importorskip("rattler", reason="py-rattler (requirements-dev.txt) is not installed")
-
-TOOLS = ("umoci", "skopeo", "oci-image-tool", "podman", "runc", "mmdebstrap")
-PYTHON = "3.11"          # the real wheel is cp311
-APP_WHEELS = ("six==1.17.0", "idna==3.10")
-
-
-@dataclass
-class Image:
-    out: Path
-    info: dict
-    seconds: float
-
-    @property
-    def layers(self) -> dict[str, str]:
-        return self.info["layers"]
-
-    @property
-    def oci(self) -> str:
-        return f"oci:{self.out / 'oci'}:{self.info['oci_ref']}"
-
-
-@dataclass
-class Rig:
-    work: Path
-    podman: Podman
-    channels: list[Path]
-    wheels: Path
-    host_python: Path
-    a: Image
-    a_again: Image
-    b: Image
-
-    def image(self, *args: str, output: Path | None = None) -> subprocess.CompletedProcess:
-        common = [a for c in self.channels for a in ("--channel", str(c))]
-        return subprocess.run([sys.executable, "-m", "feedstock", "image", *common, "--flavour", "cpu",
-                               "--python", PYTHON, "--output", str(output or self.work / "refused"),
-                               *args], cwd=REPO_ROOT, env=self.podman.env, capture_output=True, text=True,
-                              timeout=1800)
-
-
-def _build(rig: Rig, name: str, *args: str) -> Image:
-    started = time.monotonic()
-    proc = rig.image("--find-links", str(rig.wheels), *args, output=rig.work / name)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    return Image(rig.work / name, json.loads((rig.work / name / "image.json").read_text()),
-                 time.monotonic() - started)
-
-
-@pytest.fixture(scope="module")
-def rig(tmp_path_factory: pytest.TempPathFactory, wheelbuild: dict, realbuild_toolchain: dict,
-        cpythons: dict[str, Path]) -> Iterator[Rig]:
-    missing = [tool for tool in TOOLS if shutil.which(tool) is None]
-    if missing:
-        pytest.skip(f"{', '.join(missing)} not installed (apt-get install {' '.join(missing)}; .ci/run does)")
-    reason = podman_unavailable()
-    if reason:
-        pytest.skip(reason)
-    from feedstock.after_build.image.base import debian_base
-
-    work = tmp_path_factory.mktemp("image")
-    podman = private_podman(work / "podman")
-    wheels = work / "wheels"
-    subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
-                    "-d", str(wheels), *APP_WHEELS], check=True, timeout=300)
-    (work / "req-a.txt").write_text("six==1.17.0\ntorch==2.13.0  # the image's own: fine\n")
-    (work / "req-b.txt").write_text("idna==3.10\n")
-    rig = Rig(work, podman, [wheelbuild["build"].output_dir, realbuild_toolchain["toolchain"].channel],
-              wheels, cpythons[PYTHON], None, None, None)
-    a_args = ("--requirements", str(work / "req-a.txt"), "--host-python", str(rig.host_python))
-    rig.a = _build(rig, "a", *a_args)
-    rig.a_again = _build(rig, "a-again", *a_args)
-    base_tar = debian_base([rig.host_python]).path  # cached by A's run: the same bytes
-    rig.b = _build(rig, "b", "--requirements", str(work / "req-b.txt"), "--base", str(base_tar))
-    print(f"image builds: {rig.a.seconds:.0f}s, {rig.a_again.seconds:.0f}s, {rig.b.seconds:.0f}s")
-    yield rig
-    podman.run("system", "reset", "--force", check=False)
-    for image in (rig.a, rig.a_again, rig.b):
-        shutil.rmtree(image.out, ignore_errors=True)
 
 
 def test_the_output_holds_oci_layout_docker_archive_and_apptainer_recipe(rig):

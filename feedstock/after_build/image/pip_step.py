@@ -1,0 +1,51 @@
+"""The runtime pip step: the app's requirements as a layer of their own.
+
+pip runs inside the image (podman --rootfs on the unpacked image, so the scripts' shebangs and
+the installed-package check are the image's own) with a constraint pinning torch, and installs
+under --root /out: what lands there is exactly the new layer. The wheels the build stage made
+are installed from a read-only mount; nothing is compiled here (the image has no compiler).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ...errors import FeedstockError
+from .container import run_in
+from .environment import PREFIX
+from .pip_access import PipAccess
+
+WHEELS_MOUNT = "/pip-wheels"
+
+
+def pip_layer(rootfs: Path, plan_lines: list[str], label: str, torch_version: str, out: Path, engine: str,
+              find_links: Path | None, access: PipAccess, wheels: list[Path] = ()) -> None:
+    """pip install the lines (plus the build stage's wheels) inside the unpacked image; the new
+    files land in `out`."""
+    work = out.parent / "pip-input"
+    work.mkdir()
+    lines = list(plan_lines) + [f"{WHEELS_MOUNT}/{wheel.name}" for wheel in wheels]
+    (work / "requirements.txt").write_text("".join(f"{line}\n" for line in lines))
+    (work / "constraints.txt").write_text(f"torch=={torch_version}\n")
+    out.mkdir()
+    mounts = ["-v", f"{work}:/pip-input:ro", "-v", f"{out}:/out:rw"]
+    pip_args = ["--no-cache-dir", "--disable-pip-version-check", "--no-compile", "--no-warn-script-location",
+                "--root", "/out", "-r", "/pip-input/requirements.txt", "-c", "/pip-input/constraints.txt"]
+    if wheels:
+        mounts += ["-v", f"{wheels[0].parent}:{WHEELS_MOUNT}:ro"]
+    if find_links is not None:
+        mounts += ["-v", f"{find_links.resolve()}:/pip-links:ro"]
+        pip_args += ["--no-index", "--find-links", "/pip-links"]
+    network = "none" if find_links is not None else "host"
+    proc = run_in(engine, rootfs, [f"{PREFIX}/bin/python", "-m", "pip", "install", *pip_args],
+                  mounts=mounts, network=network, extra=access.podman_args())
+    if proc.returncode != 0:
+        tail = " ".join((proc.stderr.strip() or proc.stdout.strip()).split())[-500:]
+        hint = ""
+        if "No module named 'torch'" in proc.stderr + proc.stdout:
+            hint = (" (a package that needs torch to build: mark its line --no-build-isolation, and the "
+                    "build stage builds it against the image's torch)")
+        raise FeedstockError(f"pip install -r {label} in the image failed: {tail}{hint}", exit_code=1)
+    replaced = sorted(p.name for p in out.rglob("torch-*.dist-info"))
+    if replaced:
+        raise FeedstockError(f"pip would install {replaced[0]} over the image's torch {torch_version} "
+                             f"(a dependency of {label} asks for it)", exit_code=1)

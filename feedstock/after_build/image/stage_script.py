@@ -1,0 +1,88 @@
+"""The build stage's driver, run by the environment's own python inside the build stage
+(standard library only; any Python 3.10+). Argument: the JSON plan build_stage.py writes.
+
+Each requirement is downloaded first, then unpacked at a fixed path (/build/src/NAME) and built
+there: pip would otherwise build in a random temp folder, whose name the compiler writes into
+the binaries (debug info), and two builds of one image would differ.
+"""
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+BUILD = Path("/build")
+SHOWN = ("PIP_CERT", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_TRUSTED_HOST", "PIP_PROXY")
+# per-requirement options pip wheel takes on its command line (--hash only checks the download)
+WHEEL_OPTIONS = ("--config-settings", "-C", "--global-option")
+
+
+def pip(*args):
+    command = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-cache-dir", *args]
+    return subprocess.run(command, stderr=subprocess.STDOUT).returncode == 0
+
+
+def unpack(archive, dest):
+    """The archive's one top folder, unpacked under dest."""
+    if archive.suffix == ".zip":
+        with zipfile.ZipFile(archive) as zf:
+            zf.extractall(dest)
+            tops = {name.split("/")[0] for name in zf.namelist()}
+    else:
+        with tarfile.open(archive) as tf:
+            if hasattr(tarfile, "data_filter"):
+                tf.extractall(dest, filter="data")
+            else:
+                tf.extractall(dest)
+            tops = {name.split("/")[0] for name in tf.getnames()}
+    return dest / tops.pop() if len(tops) == 1 else None
+
+
+def wheel_options(requirement):
+    tokens, kept = shlex.split(requirement), []
+    for index, token in enumerate(tokens):
+        if token.split("=", 1)[0] in WHEEL_OPTIONS:
+            kept += [token] if "=" in token else tokens[index:index + 2]
+    return kept
+
+
+def main():
+    plan = json.loads(Path(sys.argv[1]).read_text())
+    # names only, never values: an index URL may carry a password
+    given = [name + (" (a readable file)" if name == "PIP_CERT" and os.access(os.environ[name], os.R_OK) else "")
+             for name in SHOWN if os.environ.get(name)]
+    if given:
+        print(f"build stage: pip gets {', '.join(given)}", flush=True)
+    wheels = BUILD / "wheels"
+    wheels.mkdir(parents=True, exist_ok=True)
+    for number, item in enumerate(plan["items"]):
+        print(f"::item {number}", flush=True)
+        isolation = [] if item["isolated"] else ["--no-build-isolation"]
+        download = BUILD / "download" / str(number)
+        requirements = BUILD / "requirements" / f"{number}.txt"
+        requirements.parent.mkdir(parents=True, exist_ok=True)
+        requirements.write_text("".join(f"{line}\n" for line in plan["options"] + [item["requirement"]]))
+        if not pip("download", "--no-deps", *isolation, *plan["pip_args"], "-d", str(download), "-r", str(requirements)):
+            sys.exit(f"::failed {number}")
+        files = sorted(download.iterdir()) if download.is_dir() else []
+        if not files:
+            print(f"build stage: {item['requirement']}: its markers exclude it here", flush=True)
+            continue
+        archive = files[0]
+        if archive.suffix == ".whl":
+            shutil.copy2(archive, wheels / archive.name)
+            continue
+        source = unpack(archive, BUILD / "src")
+        if source is None:
+            sys.exit(f"::failed {number}: {archive.name} has no single top folder")
+        if not pip("wheel", "--no-deps", *isolation, *plan["pip_args"], "-w", str(wheels), str(source),
+                   *wheel_options(item["requirement"])):
+            sys.exit(f"::failed {number}")
+
+
+if __name__ == "__main__":
+    main()
