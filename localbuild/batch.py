@@ -45,7 +45,7 @@ def run_batch(plans: list[BuildPlan], options: Options, batch: BatchOptions, con
     rows = [] if rows is None else rows
     ran_before = False
     stop_reason = ""
-    engine_lost = ""     # "<config>: <reason>" once the container engine stopped answering
+    engine_lost = ""     # "<config> (<reason>)" once the container engine stopped answering
     for index, plan in enumerate(plans, 1):
         label = f"{index}/{len(plans)} {plan.name}"
         if stop_reason:

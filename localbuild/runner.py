@@ -15,6 +15,7 @@ from pathlib import Path
 from . import engine as engines
 from .atomic import write_atomically
 from .console import Console, format_duration
+from .log_scan import log_mentions
 from .plan import BuildPlan, Options, process_environment
 from .source_tarball import download_failure_detail, link_tarball, recipe_file, write_recipe_copy
 
@@ -178,13 +179,7 @@ def _out_of_space(log: Path, artifacts: Path) -> str | None:
         return (f"build_artifacts/ ran out of disk space ({usage.free / 2**20:.0f} MB free of "
                 f"{usage.total / 2**20:.0f} MB): free some there (the failed build's work "
                 "folders under build_artifacts/bld can go) or move build_artifacts/ to a bigger disk")
-    try:
-        with open(log, "rb") as handle:
-            handle.seek(max(0, handle.seek(0, os.SEEK_END) - LOG_TAIL_BYTES))
-            tail = handle.read()
-    except OSError:
-        return None
-    if any(marker in tail for marker in DISK_FULL_MARKERS):
+    if log_mentions(log, DISK_FULL_MARKERS, last_bytes=LOG_TAIL_BYTES):
         return ("a disk ran out of space during the build (\"No space left on device\" in its "
                 "log) while build_artifacts/ has room: the container engine's storage or /tmp; "
                 "free some (docker system prune, or --prune between configs) and build again")

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import EXIT_USAGE, LocalBuildError
+from .log_scan import log_mentions
 
 RECIPE_FILES = {"conda-build": "meta.yaml", "rattler-build": "recipe.yaml"}
 # what the tools print when the source download fails: rattler-build since its source cache
@@ -194,18 +195,7 @@ def derived_recipe_text(source: RecipeSource, file_url: str) -> str:
 
 def download_failed(log: Path) -> bool:
     """Whether the build's log says the tool could not download the recipe's source."""
-    longest = max(len(text) for text in DOWNLOAD_FAILED)
-    tail = b""
-    try:
-        with open(log, "rb") as stream:
-            for block in iter(lambda: stream.read(1 << 20), b""):
-                window = tail + block
-                if any(text in window for text in DOWNLOAD_FAILED):
-                    return True
-                tail = window[-longest:]
-    except OSError:
-        return False
-    return False
+    return log_mentions(log, DOWNLOAD_FAILED)
 
 
 def download_hint(source: RecipeSource) -> str:
