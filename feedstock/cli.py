@@ -68,7 +68,9 @@ with torch already satisfied (a line that would replace torch is refused). --env
 takes a conda environment file instead: its channels in order, its dependencies, and its pip:
 section installed after the conda environment exists; a pip line marked --no-build-isolation
 (or from git+) is built into a wheel in a build stage (the image's environment plus compilers)
-against the image's own torch, and only the wheel enters the image. Needs umoci and skopeo;
+against the image's own torch, and only the wheel enters the image; the wheel is cached by its
+inputs (the archive's sha256, the image's conda packages, the build stage's base), so building
+the same image again compiles nothing (--no-wheel-cache compiles again). Needs umoci and skopeo;
 mmdebstrap without --base or with a build stage; podman (or --engine) for the pip steps. Same
 inputs and SOURCE_DATE_EPOCH: same manifest digest. See docs/images.md.
 Example: python -m feedstock image --channel build_artifacts --channel conda-forge --flavour cpu --python 3.11 --output img
@@ -100,6 +102,10 @@ def _add_image_parser(sub: argparse._SubParsersAction) -> None:
     image.add_argument("--pkgs-dir", type=Path, metavar="DIR",
                        help="package cache kept between runs (default: a fresh one per run, removed after)")
     image.add_argument("--cuda", default="13.0", help="__cuda the gpu flavour is solved for (default: 13.0)")
+    image.add_argument("--no-wheel-cache", dest="wheel_cache", action="store_false",
+                       help="compile the build stage's packages again instead of taking their wheels from "
+                            "the cache (~/.cache/pytorch-feedstock/stand-in-image/build-stage-wheels, or "
+                            "FEEDSTOCK_IMAGE_CACHE/build-stage-wheels)")
 
 
 def _cmd_image(args: argparse.Namespace) -> int:
@@ -109,7 +115,9 @@ def _cmd_image(args: argparse.Namespace) -> int:
     result = build(Options(channels=args.channel, flavour=args.flavour, python=args.python, output=args.output,
                            requirements=args.requirements, base=args.base, host_pythons=args.host_python,
                            find_links=args.find_links, engine=args.engine, name=args.name, cuda=args.cuda,
-                           pkgs_dir=args.pkgs_dir, environment=args.environment, pip_cert=args.pip_cert))
+                           pkgs_dir=args.pkgs_dir, environment=args.environment, pip_cert=args.pip_cert,
+                           wheel_cache=args.wheel_cache),
+                   say=lambda line: print(line, flush=True))  # progress reaches a log as it happens
     for role, digest in result.layers.items():
         print(f"layer {role:<12} {digest}")
     print(f"image: {result.name} in {result.output} (manifest {result.manifest_digest}, "

@@ -43,6 +43,7 @@ class Options:
     pkgs_dir: Path | None = None   # package cache to keep between runs (default: one per run)
     environment: Path | None = None   # an environment file: channels, dependencies, pip:
     pip_cert: Path | None = None
+    wheel_cache: bool = True   # False: compile every build-stage package again
 
 
 @dataclass
@@ -180,7 +181,7 @@ def _build_in(tmp: Path, opts: Options, image: Definition, pips: PipPlan, access
         wheels: list[Path] = []
         if pips.build:
             wheels = build_wheels(pips.build, pips.options, env.staging, work, opts.engine, opts.find_links,
-                                  access, opts.host_pythons, epoch, say)
+                                  access, opts.host_pythons, epoch, say, use_cache=opts.wheel_cache)
         say(f"image: pip install -r {image.pip_label} in the image ({opts.engine})")
         pip_out = work / "pip-out"
         pip_layer(rootfs, pips.options + [line.text for line in pips.runtime], image.pip_label,

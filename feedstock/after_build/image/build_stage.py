@@ -4,32 +4,70 @@ that build against torch (marked --no-build-isolation) and VCS checkouts are bui
 Only the wheels leave it: the runtime pip step installs them, so the runtime image has no
 compiler, and the torch layer is the one every image of this build shares. The base is
 mmdebstrap's minbase with g++, make, ninja (torch's extension builder compiles in parallel
-with it) and git, cached like the runtime base (same suite, same host CPython installs).
+with it, unless a package turns it off: torch-scatter's setup.py says use_ninja=False, so its
+files compile one at a time) and git, cached like the runtime base (same suite, same host
+CPython installs).
+
+The wheels are cached by their inputs (stage_script.py): a second build of the same image
+takes them from the cache instead of compiling again. The build's output is shown as it comes:
+the stage's own lines, and every minute of silence the file the compiler is on.
 """
 from __future__ import annotations
 
+import hashlib
 import json
+import queue
+import re
 import shutil
+import subprocess
+import tempfile
+import threading
+import time
 from pathlib import Path
 
 from ...errors import FeedstockError
 from ..log_lines import first_error_line
 from .base import PACKAGES, debian_base
-from .container import check_python, run_in
+from .container import check_python, command_in
 from .environment import PREFIX
 from .pip_access import PipAccess
 from .requirements import BuildItem
+from .rootfs import cache_dir
 from .tools import run
 
 BUILD_PACKAGES = (*PACKAGES, "g++", "make", "ninja-build", "git")
 SCRIPT = Path(__file__).with_name("stage_script.py")
+TIMEOUT = 4 * 3600
+HEARTBEAT = 60.0   # seconds of silence before a "still building" line
+COMPILED = re.compile(r"\s-c\s+(\S+\.(?:cpp|cxx|cc|c|cu|hip))\b")
+
+
+def wheel_cache() -> Path:
+    """Where built wheels are kept between image builds (FEEDSTOCK_IMAGE_CACHE moves it)."""
+    return cache_dir() / "build-stage-wheels"
+
+
+def context_key(staging: Path, base_name: str, options: list[str], epoch: int) -> str:
+    """What a wheel built here depends on besides its own archive: the image's conda packages
+    (conda-meta: name, version, build, sha256), the build stage's base, the pip option lines,
+    SOURCE_DATE_EPOCH and the stage script itself."""
+    meta = staging / PREFIX.lstrip("/") / "conda-meta"
+    packages = []
+    for record in sorted(meta.glob("*.json")):
+        data = json.loads(record.read_text())
+        packages.append([record.name, data.get("sha256") or data.get("md5") or ""])
+    inputs = {"packages": packages, "base": base_name, "options": options, "epoch": epoch,
+              "script": hashlib.sha256(SCRIPT.read_bytes()).hexdigest()}
+    return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
 
 
 def build_wheels(items: list[BuildItem], options: list[str], staging: Path, work: Path, engine: str,
                  find_links: Path | None, access: PipAccess, host_pythons: list[Path], epoch: int,
-                 say=print) -> list[Path]:
-    """Build `items` into wheels against the environment in `staging`; returns the wheels."""
+                 say=print, use_cache: bool = True) -> list[Path]:
+    """Build `items` into wheels against the environment in `staging` (or take them from the
+    wheel cache); returns the wheels."""
     base = debian_base(host_pythons, BUILD_PACKAGES, "build")
+    context = context_key(staging, base.path.name, options, epoch) if use_cache else None
     root = work / "build-root"
     (root / "opt").mkdir(parents=True)
     run(["tar", "-C", str(root), "--numeric-owner", "-xpf", str(base.path)], "unpacking the build stage's base")
@@ -37,34 +75,81 @@ def build_wheels(items: list[BuildItem], options: list[str], staging: Path, work
     run(["cp", "-al", str(staging / PREFIX.lstrip("/")), str(root / "opt")], "copying /opt/env into the build stage")
     try:
         check_python(engine, root, "the build stage")
-        return _build(items, options, root, work, engine, find_links, access, epoch, say)
+        return _build(items, options, root, work, engine, find_links, access, epoch, say, context)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
 
 def _build(items: list[BuildItem], options: list[str], root: Path, work: Path, engine: str,
-           find_links: Path | None, access: PipAccess, epoch: int, say) -> list[Path]:
+           find_links: Path | None, access: PipAccess, epoch: int, say, context: str | None) -> list[Path]:
     stage, out = work / "stage", work / "build-out"
     stage.mkdir()
     out.mkdir()
     shutil.copy2(SCRIPT, stage / "build_wheels.py")
     pip_args = ["--no-index", "--find-links", "/pip-links"] if find_links is not None else []
     (stage / "plan.json").write_text(json.dumps({
-        "options": options, "pip_args": pip_args,
+        "options": options, "pip_args": pip_args, "context": context,
         "items": [{"requirement": item.requirement, "isolated": item.isolated} for item in items]}))
     mounts = ["-v", f"{stage}:/stage:ro", "-v", f"{out}:/build:rw"]
     if find_links is not None:
         mounts += ["-v", f"{find_links.resolve()}:/pip-links:ro"]
-    say(f"image: build stage: {len(items)} package(s) built against the image's torch")
-    proc = run_in(engine, root, [f"{PREFIX}/bin/python", "/stage/build_wheels.py", "/stage/plan.json"],
-                  mounts=mounts, network="none" if find_links is not None else "host",
-                  extra=[*access.podman_args(), "-e", f"SOURCE_DATE_EPOCH={epoch}"], timeout=4 * 3600)
-    for line in proc.stdout.splitlines():
-        if line.startswith("build stage: "):
-            say(f"image: {line}")
-    if proc.returncode != 0:
-        raise FeedstockError(_failure(items, proc.stdout, proc.stderr), exit_code=1)
+    if context is not None:
+        cache = wheel_cache()
+        cache.mkdir(parents=True, exist_ok=True)
+        mounts += ["-v", f"{cache}:/wheel-cache:rw"]
+    say(f"image: build stage: {len(items)} package(s) built against the image's torch"
+        + ("" if context is not None else " (--no-wheel-cache: compiled again)"))
+    command = command_in(engine, root, [f"{PREFIX}/bin/python", "/stage/build_wheels.py", "/stage/plan.json"],
+                         mounts=mounts, network="none" if find_links is not None else "host",
+                         extra=[*access.podman_args(), "-e", f"SOURCE_DATE_EPOCH={epoch}"])
+    returncode, stdout, stderr = _follow(command, say)
+    if returncode != 0:
+        raise FeedstockError(_failure(items, stdout, stderr), exit_code=1)
     return sorted((out / "wheels").glob("*.whl"))
+
+
+def _follow(command: list[str], say) -> tuple[int, str, str]:
+    """Run the stage, showing its own lines as they come and, after a minute without one, the
+    file being compiled; returns (exit status, stdout, stderr)."""
+    lines: queue.Queue[str | None] = queue.Queue()
+    with tempfile.TemporaryFile("w+") as errors:
+        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=errors, text=True, errors="replace")
+
+        def read() -> None:
+            for line in proc.stdout:
+                lines.put(line)
+            lines.put(None)
+
+        threading.Thread(target=read, daemon=True).start()
+        kept: list[str] = []
+        started = shown = time.monotonic()
+        compiling = ""
+        while True:
+            try:
+                line = lines.get(timeout=min(5.0, HEARTBEAT / 4))
+            except queue.Empty:
+                line = ""
+            if line is None:
+                break
+            now = time.monotonic()
+            if now - started > TIMEOUT:
+                proc.kill()
+                proc.wait()
+                return 124, "".join(kept), f"the build stage ran over {TIMEOUT // 3600} hours and was stopped"
+            if line:
+                kept.append(line)
+                found = COMPILED.search(line)
+                compiling = Path(found.group(1)).name if found else compiling
+                if line.startswith("build stage: "):
+                    say(f"image: {line.rstrip()}")
+                    shown = now
+            if now - shown >= HEARTBEAT:
+                say(f"image: build stage: still building ({(now - started) / 60:.0f} min"
+                    + (f"; compiling {compiling}" if compiling else "") + ")")
+                shown = now
+        proc.wait()
+        errors.seek(0)
+        return proc.returncode, "".join(kept), errors.read()
 
 
 def _failure(items: list[BuildItem], stdout: str, stderr: str) -> str:

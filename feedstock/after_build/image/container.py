@@ -12,13 +12,20 @@ from .environment import PREFIX
 MISSING_LIBRARY = re.compile(r"error while loading shared libraries: (\S+?):")
 
 
+def command_in(engine: str, rootfs: Path, argv: list[str], *, mounts: list[str] = (), network: str = "none",
+               extra: list[str] = ()) -> list[str]:
+    """The engine's command line running `argv` in the rootfs with the environment on PATH and
+    no byte code written."""
+    return [engine, "run", "--rm", f"--network={network}", *mounts, *extra,
+            "-e", f"PATH={PREFIX}/bin:/usr/local/bin:/usr/bin:/bin", "-e", "PYTHONDONTWRITEBYTECODE=1",
+            "--rootfs", str(rootfs), *argv]
+
+
 def run_in(engine: str, rootfs: Path, argv: list[str], *, mounts: list[str] = (), network: str = "none",
            extra: list[str] = (), timeout: float = 3600) -> subprocess.CompletedProcess:
-    """`argv` in the rootfs with the environment on PATH and no byte code written."""
-    command = [engine, "run", "--rm", f"--network={network}", *mounts, *extra,
-               "-e", f"PATH={PREFIX}/bin:/usr/local/bin:/usr/bin:/bin", "-e", "PYTHONDONTWRITEBYTECODE=1",
-               "--rootfs", str(rootfs), *argv]
-    return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    """`argv` in the rootfs (command_in), its output captured."""
+    return subprocess.run(command_in(engine, rootfs, argv, mounts=mounts, network=network, extra=extra),
+                          capture_output=True, text=True, timeout=timeout)
 
 
 def check_python(engine: str, rootfs: Path, where: str) -> None:

@@ -4,7 +4,13 @@
 Each requirement is downloaded first, then unpacked at a fixed path (/build/src/NAME) and built
 there: pip would otherwise build in a random temp folder, whose name the compiler writes into
 the binaries (debug info), and two builds of one image would differ.
+
+A built wheel is kept in the wheel cache (/wheel-cache, when mounted) under a key of the
+downloaded archive's sha256, the requirement's build options and the plan's context (the
+image's conda packages, the build stage's base): the same inputs build the same wheel, and a
+compile such as torch-scatter's takes minutes.
 """
+import hashlib
 import json
 import os
 import shlex
@@ -16,6 +22,7 @@ import zipfile
 from pathlib import Path
 
 BUILD = Path("/build")
+CACHE = Path("/wheel-cache")
 SHOWN = ("PIP_CERT", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_TRUSTED_HOST", "PIP_PROXY")
 # per-requirement options pip wheel takes on its command line (--hash only checks the download)
 WHEEL_OPTIONS = ("--config-settings", "-C", "--global-option")
@@ -50,6 +57,44 @@ def wheel_options(requirement):
     return kept
 
 
+def sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def cache_key(context, archive, requirement, isolated):
+    """The wheel's inputs: what the plan says about the image, the archive's bytes, the options."""
+    inputs = {"context": context, "archive": sha256(archive), "options": wheel_options(requirement),
+              "isolated": isolated}
+    return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:24]
+
+
+def from_cache(key, wheels):
+    """Copies the cached wheels of `key` into `wheels`; their names, or [] when not cached."""
+    entry = CACHE / key
+    cached = sorted(entry.glob("*.whl")) if entry.is_dir() else []
+    for wheel in cached:
+        shutil.copy2(wheel, wheels / wheel.name)
+    return [wheel.name for wheel in cached]
+
+
+def store(key, built):
+    """Into the cache under `key`, whole or not at all (a temp folder renamed)."""
+    if not CACHE.is_dir() or not built:
+        return
+    partial = CACHE / f".{key}.partial-{os.getpid()}"
+    partial.mkdir()
+    for wheel in built:
+        shutil.copy2(wheel, partial / wheel.name)
+    try:
+        os.replace(partial, CACHE / key)
+    except OSError:  # another build stored it first: the same inputs, the same wheel
+        shutil.rmtree(partial, ignore_errors=True)
+
+
 def main():
     plan = json.loads(Path(sys.argv[1]).read_text())
     # names only, never values: an index URL may carry a password
@@ -76,12 +121,26 @@ def main():
         if archive.suffix == ".whl":
             shutil.copy2(archive, wheels / archive.name)
             continue
+        key = None
+        if plan.get("context") and CACHE.is_dir():
+            key = cache_key(plan["context"], archive, item["requirement"], item["isolated"])
+            names = from_cache(key, wheels)
+            if names:
+                print(f"build stage: {item['requirement']}: {', '.join(names)} from the wheel cache ({key})",
+                      flush=True)
+                continue
         source = unpack(archive, BUILD / "src")
         if source is None:
             sys.exit(f"::failed {number}: {archive.name} has no single top folder")
+        print(f"build stage: building {item['requirement']} from {archive.name}", flush=True)
+        before = set(wheels.iterdir())
         if not pip("wheel", "--no-deps", *isolation, *plan["pip_args"], "-w", str(wheels), str(source),
                    *wheel_options(item["requirement"])):
             sys.exit(f"::failed {number}")
+        built = sorted(set(wheels.iterdir()) - before)
+        print(f"build stage: built {', '.join(wheel.name for wheel in built)}", flush=True)
+        if key is not None:
+            store(key, built)
 
 
 if __name__ == "__main__":

@@ -53,3 +53,48 @@ def test_a_failed_build_is_its_line_and_the_first_compiler_error():
     assert line == ("env.yml:11: building 'broken-ext==0.1' in the build stage failed: "
                     "/build/src/broken_ext-0.1/broken.cpp:2:27: error: 'undeclared_name' was not declared in this scope")
     assert _failure(items, "", "Error: crun: cannot start\n") == "the build stage failed: Error: crun: cannot start"
+
+
+def test_the_wheel_cache_key_follows_every_input(tmp_path):
+    sdist = _tar(tmp_path / "torch_scatter-2.1.2.tar.gz", ["torch_scatter-2.1.2/setup.py"])
+    key = stage_script.cache_key("ctx", sdist, "torch-scatter==2.1.2", False)
+    assert key == stage_script.cache_key("ctx", sdist, "torch-scatter==2.1.2 --hash=sha256:ab", False)
+    other = _tar(tmp_path / "other.tar.gz", ["torch_scatter-2.1.2/setup.py", "torch_scatter-2.1.2/x.cpp"])
+    assert len({key, stage_script.cache_key("ctx2", sdist, "torch-scatter==2.1.2", False),
+                stage_script.cache_key("ctx", other, "torch-scatter==2.1.2", False),
+                stage_script.cache_key("ctx", sdist, "torch-scatter==2.1.2 -C a=b", False),
+                stage_script.cache_key("ctx", sdist, "torch-scatter==2.1.2", True)}) == 5
+
+
+def test_a_wheel_is_stored_whole_and_copied_back(tmp_path, monkeypatch):
+    monkeypatch.setattr(stage_script, "CACHE", tmp_path / "cache")
+    built = tmp_path / "built"
+    built.mkdir()
+    (built / "a-1-py3-none-any.whl").write_bytes(b"wheel")
+    stage_script.store("k1", [built / "a-1-py3-none-any.whl"])
+    assert not (tmp_path / "cache").exists()          # no cache mounted: nothing stored
+    (tmp_path / "cache").mkdir()
+    stage_script.store("k1", [built / "a-1-py3-none-any.whl"])
+    stage_script.store("k1", [built / "a-1-py3-none-any.whl"])   # stored already: kept, no partial left
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == ["k1"]
+    out = tmp_path / "out"
+    out.mkdir()
+    assert stage_script.from_cache("k1", out) == ["a-1-py3-none-any.whl"]
+    assert (out / "a-1-py3-none-any.whl").read_bytes() == b"wheel"
+    assert stage_script.from_cache("k2", out) == []
+
+
+def test_the_stage_is_followed_line_by_line_with_the_file_being_compiled(monkeypatch):
+    import sys
+
+    from feedstock.after_build.image import build_stage
+
+    monkeypatch.setattr(build_stage, "HEARTBEAT", 0.5)
+    script = ("import sys, time\nprint('build stage: building x==1 from x-1.tar.gz', flush=True)\n"
+              "print('g++ -O2 -c csrc/scatter_cpu.cpp -o build/scatter_cpu.o', flush=True)\ntime.sleep(1.6)\n"
+              "print('error: boom', file=sys.stderr)\nsys.exit(3)\n")
+    said: list[str] = []
+    code, out, err = build_stage._follow([sys.executable, "-c", script], said.append)
+    assert code == 3 and "scatter_cpu.cpp" in out and err == "error: boom\n"
+    assert said[0] == "image: build stage: building x==1 from x-1.tar.gz"
+    assert "image: build stage: still building (0 min; compiling scatter_cpu.cpp)" in said[1:]
