@@ -194,7 +194,7 @@ def _build_in(tmp: Path, opts: Options, image: Definition, pips: PipPlan, access
                       "feedstock.flavour": image.flavour, "feedstock.python": env.python_version})
     say(f"image: docker-archive {ARCHIVE}")
     layout.docker_archive(tmp / ARCHIVE, name)
-    (tmp / "Apptainer.def").write_text(apptainer_recipe(ARCHIVE, name))
+    (tmp / "Apptainer.def").write_text(apptainer_recipe(ARCHIVE, name, image.flavour))
     result = Result(opts.output, name, layout.manifest_digest(), dict(zip(roles, layout.layer_digests())), sizes)
     (tmp / "image.json").write_text(json.dumps(
         {"name": name, "oci_ref": ref, "manifest_digest": result.manifest_digest, "layers": result.layers,

@@ -80,11 +80,39 @@ class Layout:
             "skopeo copy to a docker-archive")
 
 
-def apptainer_recipe(archive_name: str, name: str) -> str:
-    """An Apptainer definition that builds a SIF from the docker-archive beside it."""
+# how `apptainer run/exec` reaches the host's accelerator, per flavour
+DEVICE_FLAGS = {"cpu": "", "gpu": " --nv", "rocm": " --rocm"}
+DEVICE_NOTES = {
+    "cpu": "",
+    "gpu": ("#   --nv binds the host's NVIDIA driver (libcuda.so, nvidia-smi) into the container: the image\n"
+            "#   brings the CUDA libraries, never the driver, and needs a driver of its CUDA version or newer.\n"),
+    "rocm": ("#   --rocm binds the host's ROCm driver stack and /dev/kfd, /dev/dri: the packages use the\n"
+             "#   system ROCm, as the build image's /opt/rocm, so the host's ROCm must match the image's.\n"),
+}
+
+
+def apptainer_recipe(archive_name: str, name: str, flavour: str = "cpu") -> str:
+    """An Apptainer definition that builds a SIF from the docker-archive beside it, with the
+    steps an HPC site takes in its comments (nothing here runs Apptainer: said in the file)."""
+    flag = DEVICE_FLAGS.get(flavour, "")
     return f"""\
 # Apptainer / SingularityCE recipe for {name}, written by python -m feedstock image.
-# Build it next to {archive_name}:  apptainer build pytorch.sif Apptainer.def
+#
+# Turning the archive into a SIF, in this folder, on a machine with Apptainer >= 1.1:
+#   apptainer build pytorch.sif Apptainer.def
+#   (or, without this recipe's %environment and %test: apptainer build pytorch.sif docker-archive://{archive_name})
+# - No root is needed: a docker-archive bootstrap with no %post builds unprivileged; where the
+#   site's Apptainer is older or set up without user namespaces, add --fakeroot.
+# - The build unpacks every layer: point APPTAINER_TMPDIR (and APPTAINER_CACHEDIR) at a file
+#   system with room for {archive_name} twice, not a small /tmp on a login node.
+# - Copy the SIF to the parallel file system; compute nodes then need only the SIF.
+# Running it:
+#   apptainer run{flag} pytorch.sif -c "import torch; print(torch.__version__)"
+#   apptainer exec{flag} --bind /scratch pytorch.sif python train.py
+{DEVICE_NOTES.get(flavour, "")}#
+# Not proven here: Apptainer cannot be installed on the machines this feedstock is developed and
+# tested on, so this recipe is written from Apptainer's documentation and has never been built by
+# the feedstock's tests; the docker-archive beside it has (podman and docker load it).
 Bootstrap: docker-archive
 From: {archive_name}
 
