@@ -16,6 +16,7 @@ from .base import Base, debian_base, given_base
 from .layers import tree_names, write_layer
 from .oci import Layout, apptainer_recipe
 from .build_stage import build_wheels
+from .build_tools import toolset
 from .container import check_python
 from .network import reachable
 from .envfile import EnvironmentFile, Line, check_torch_specs, read_environment
@@ -181,7 +182,10 @@ def _build_in(tmp: Path, opts: Options, image: Definition, pips: PipPlan, access
         wheels: list[Path] = []
         if pips.build:
             wheels = build_wheels(pips.build, pips.options, env.staging, work, opts.engine, opts.find_links,
-                                  access, opts.host_pythons, epoch, say, use_cache=opts.wheel_cache)
+                                  access, opts.host_pythons, epoch, say, use_cache=opts.wheel_cache,
+                                  tools=toolset(image.flavour, records), channels=image.channels,
+                                  cuda=opts.cuda if image.flavour == "gpu" else None,
+                                  pkgs=opts.pkgs_dir or work / "pkgs")
         say(f"image: pip install -r {image.pip_label} in the image ({opts.engine})")
         pip_out = work / "pip-out"
         pip_layer(rootfs, pips.options + [line.text for line in pips.runtime], image.pip_label,

@@ -28,6 +28,7 @@ from pathlib import Path
 from ...errors import FeedstockError
 from ..log_lines import first_error_line
 from .base import PACKAGES, debian_base
+from .build_tools import COMPILERS, DEV_PREFIX, Toolset, install_dev
 from .container import check_python, command_in
 from .environment import PREFIX
 from .pip_access import PipAccess
@@ -35,7 +36,6 @@ from .requirements import BuildItem
 from .rootfs import cache_dir
 from .tools import run
 
-BUILD_PACKAGES = (*PACKAGES, "g++", "make", "ninja-build", "git")
 SCRIPT = Path(__file__).with_name("stage_script.py")
 TIMEOUT = 4 * 3600
 HEARTBEAT = 60.0   # seconds of silence before a "still building" line
@@ -47,15 +47,15 @@ def wheel_cache() -> Path:
     return cache_dir() / "build-stage-wheels"
 
 
-def context_key(staging: Path, base_name: str, options: list[str], epoch: int) -> str:
-    """What a wheel built here depends on besides its own archive: the image's conda packages
-    (conda-meta: name, version, build, sha256), the build stage's base, the pip option lines,
-    SOURCE_DATE_EPOCH and the stage script itself."""
-    meta = staging / PREFIX.lstrip("/") / "conda-meta"
+def context_key(prefixes: list[Path], base_name: str, options: list[str], epoch: int) -> str:
+    """What a wheel built here depends on besides its own archive: the conda packages of the
+    image and of the build tools (conda-meta: name, version, build, sha256), the build stage's
+    base, the pip option lines, SOURCE_DATE_EPOCH and the stage script itself."""
     packages = []
-    for record in sorted(meta.glob("*.json")):
-        data = json.loads(record.read_text())
-        packages.append([record.name, data.get("sha256") or data.get("md5") or ""])
+    for prefix in prefixes:
+        for record in sorted((prefix / "conda-meta").glob("*.json")):
+            data = json.loads(record.read_text())
+            packages.append([prefix.name, record.name, data.get("sha256") or data.get("md5") or ""])
     inputs = {"packages": packages, "base": base_name, "options": options, "epoch": epoch,
               "script": hashlib.sha256(SCRIPT.read_bytes()).hexdigest()}
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
@@ -63,25 +63,32 @@ def context_key(staging: Path, base_name: str, options: list[str], epoch: int) -
 
 def build_wheels(items: list[BuildItem], options: list[str], staging: Path, work: Path, engine: str,
                  find_links: Path | None, access: PipAccess, host_pythons: list[Path], epoch: int,
-                 say=print, use_cache: bool = True) -> list[Path]:
+                 say=print, use_cache: bool = True, tools: Toolset | None = None,
+                 channels: list[str] = (), cuda: str | None = None, pkgs: Path | None = None) -> list[Path]:
     """Build `items` into wheels against the environment in `staging` (or take them from the
-    wheel cache); returns the wheels."""
-    base = debian_base(host_pythons, BUILD_PACKAGES, "build")
-    context = context_key(staging, base.path.name, options, epoch) if use_cache else None
+    wheel cache), with the flavour's `tools` (compilers only by default); returns the wheels."""
+    tools = tools or Toolset("cpu", COMPILERS)
+    base = debian_base(host_pythons, (*PACKAGES, *tools.debian), "build")
     root = work / "build-root"
     (root / "opt").mkdir(parents=True)
     run(["tar", "-C", str(root), "--numeric-owner", "-xpf", str(base.path)], "unpacking the build stage's base")
     # hard links: the layers are already written, and the build reads the environment only
     run(["cp", "-al", str(staging / PREFIX.lstrip("/")), str(root / "opt")], "copying /opt/env into the build stage")
     try:
+        if tools.conda_specs:
+            say(f"image: build stage: {tools.describe()}")
+            install_dev(tools, list(channels), cuda, root, pkgs or work / "pkgs")
+        prefixes = [root / PREFIX.lstrip("/"), root / DEV_PREFIX.lstrip("/")]
+        context = context_key(prefixes, base.path.name, options, epoch) if use_cache else None
         check_python(engine, root, "the build stage")
-        return _build(items, options, root, work, engine, find_links, access, epoch, say, context)
+        return _build(items, options, root, work, engine, find_links, access, epoch, say, context, tools)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
 
 def _build(items: list[BuildItem], options: list[str], root: Path, work: Path, engine: str,
-           find_links: Path | None, access: PipAccess, epoch: int, say, context: str | None) -> list[Path]:
+           find_links: Path | None, access: PipAccess, epoch: int, say, context: str | None,
+           tools: Toolset) -> list[Path]:
     stage, out = work / "stage", work / "build-out"
     stage.mkdir()
     out.mkdir()
@@ -101,7 +108,7 @@ def _build(items: list[BuildItem], options: list[str], root: Path, work: Path, e
         + ("" if context is not None else " (--no-wheel-cache: compiled again)"))
     command = command_in(engine, root, [f"{PREFIX}/bin/python", "/stage/build_wheels.py", "/stage/plan.json"],
                          mounts=mounts, network="none" if find_links is not None else "host",
-                         extra=[*access.podman_args(), "-e", f"SOURCE_DATE_EPOCH={epoch}"])
+                         extra=[*access.podman_args(), *tools.engine_args(), "-e", f"SOURCE_DATE_EPOCH={epoch}"])
     returncode, stdout, stderr = _follow(command, say)
     if returncode != 0:
         raise FeedstockError(_failure(items, stdout, stderr), exit_code=1)

@@ -79,11 +79,17 @@ def solve(channels: list[str], flavour: str, python: str | None, cuda: str | Non
           extra: list[str] | None = None):
     """The records of the flavour's metapackage, python (X.Y, or as `extra` pins it), pip and
     `extra` (an environment file's other dependencies)."""
+    specs = [METAPACKAGES[flavour], *([f"python {python}.*"] if python else []), "pip", *(extra or [])]
+    return solve_specs(channels, specs, cuda)
+
+
+def solve_specs(channels: list[str], specs: list[str], cuda: str | None, what: str = ""):
+    """rattler's solve of `specs` for linux-64 with __cuda as given; a failure is one line
+    (`what` names the specs for it, default: the specs themselves)."""
     import rattler
 
     overrides = rattler.VirtualPackageOverrides()
     overrides.cuda = rattler.Override.string(cuda or "")
-    specs = [METAPACKAGES[flavour], *([f"python {python}.*"] if python else []), "pip", *(extra or [])]
     try:
         return _await(rattler.solve(sources=[rattler.Channel(channel_source(c)) for c in channels],
                                     specs=specs, platforms=["linux-64", "noarch"],
@@ -91,7 +97,7 @@ def solve(channels: list[str], flavour: str, python: str | None, cuda: str | Non
     except FeedstockError:
         raise
     except Exception as err:  # rattler's SolverError spans lines
-        raise FeedstockError(f"cannot solve {' '.join(specs)} from {', '.join(channels)}: "
+        raise FeedstockError(f"cannot solve {what or ' '.join(specs)} from {', '.join(channels)}: "
                              f"{' '.join(str(err).split())[:300]}") from None
 
 
@@ -121,6 +127,18 @@ def scrub(prefix: Path) -> None:
         record.write_text(json.dumps(data, indent=2) + "\n")
 
 
+def install_prefix(records: list, target: Path, prefix: str, cache: Path) -> None:
+    """rattler's install of `records` into `target`, written as if at `prefix`."""
+    import rattler
+
+    try:
+        _await(rattler.install(records, target_prefix=target, alternative_target_prefix=prefix,
+                               cache_dir=cache, show_progress=False))
+    except Exception as err:  # rattler's InstallerError spans lines
+        raise FeedstockError(f"installing into {prefix} failed: {' '.join(str(err).split())[:400]}",
+                             exit_code=1) from None
+
+
 def install(records: list, staging: Path, cache: Path) -> Environment:
     """Install the solved records into staging/opt/env as if at /opt/env; scrub; split.
 
@@ -130,12 +148,7 @@ def install(records: list, staging: Path, cache: Path) -> Environment:
     import rattler
 
     prefix = staging / PREFIX.lstrip("/")
-    try:
-        _await(rattler.install(records, target_prefix=prefix, alternative_target_prefix=PREFIX,
-                               cache_dir=cache, show_progress=False))
-    except Exception as err:  # rattler's InstallerError spans lines
-        raise FeedstockError(f"installing into {PREFIX} failed: {' '.join(str(err).split())[:400]}",
-                             exit_code=1) from None
+    install_prefix(records, prefix, PREFIX, cache)
     scrub(prefix)
     torch_names: set[str] = set()
     for record_file in (prefix / "conda-meta").glob("*.json"):
