@@ -13,6 +13,14 @@ from ...errors import FeedstockError
 
 # enough for pip and for Python's ssl: the conda environment brings everything else
 PACKAGES = ("ca-certificates",)
+# what a flavour's packages take from the system rather than the environment: the ROCm packages
+# use the system ROCm (the build image's /opt/rocm); Debian's HIP runtime stands in for it
+# unless --base brings a site's ROCm
+FLAVOUR_PACKAGES = {"rocm": ("libamdhip64-5",)}
+
+
+def runtime_packages(flavour: str) -> tuple[str, ...]:
+    return (*PACKAGES, *FLAVOUR_PACKAGES.get(flavour, ()))
 # a rootfs has these at its top (merged-usr or not)
 ROOTFS_MARKERS = ("etc", "usr")
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from feedstock.after_build.image.rootfs import SOURCE_DATE_EPOCH
 from ...errors import FeedstockError
 from . import environment
-from .base import Base, debian_base, given_base
+from .base import Base, debian_base, given_base, runtime_packages
 from .layers import tree_names, write_layer
 from .oci import Layout, apptainer_recipe
 from .build_stage import build_wheels
@@ -161,7 +161,7 @@ def _build_in(tmp: Path, opts: Options, image: Definition, pips: PipPlan, access
     layers_dir.mkdir(parents=True)
     if base is None:
         say("image: base from mmdebstrap (cached after the first time)")
-        base = debian_base(opts.host_pythons)
+        base = debian_base(opts.host_pythons, runtime_packages(image.flavour))
     say(f"image: installing {len(records)} packages into /opt/env")
     env = environment.install(records, work / "root", opts.pkgs_dir or work / "pkgs")
     sizes = {"base": base.path.stat().st_size if base.kind == "rootfs" else 0}

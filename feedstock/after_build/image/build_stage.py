@@ -27,7 +27,7 @@ from pathlib import Path
 
 from ...errors import FeedstockError
 from ..log_lines import first_error_line
-from .base import PACKAGES, debian_base
+from .base import debian_base, runtime_packages
 from .build_tools import COMPILERS, DEV_PREFIX, Toolset, install_dev
 from .container import check_python, command_in
 from .environment import PREFIX
@@ -68,7 +68,7 @@ def build_wheels(items: list[BuildItem], options: list[str], staging: Path, work
     """Build `items` into wheels against the environment in `staging` (or take them from the
     wheel cache), with the flavour's `tools` (compilers only by default); returns the wheels."""
     tools = tools or Toolset("cpu", COMPILERS)
-    base = debian_base(host_pythons, (*PACKAGES, *tools.debian), "build")
+    base = debian_base(host_pythons, (*runtime_packages(tools.flavour), *tools.debian), "build")
     root = work / "build-root"
     (root / "opt").mkdir(parents=True)
     run(["tar", "-C", str(root), "--numeric-owner", "-xpf", str(base.path)], "unpacking the build stage's base")
