@@ -71,15 +71,20 @@ def build_image(rig: Rig, name: str, *args: str) -> Image:
                  time.monotonic() - started)
 
 
-def make_rig(tmp_path_factory: pytest.TempPathFactory, wheelbuild: dict, realbuild_toolchain: dict,
-             cpythons: dict[str, Path]) -> Iterator[Rig]:
-    """Skips with the reason where a tool is missing; removes the images and podman's store after."""
+def skip_without_image_tools() -> None:
+    """Skip with the reason where a tool the image command needs is missing or podman cannot run."""
     missing = [tool for tool in TOOLS if shutil.which(tool) is None]
     if missing:
         pytest.skip(f"{', '.join(missing)} not installed (apt-get install {' '.join(missing)}; .ci/run does)")
     reason = podman_unavailable()
     if reason:
         pytest.skip(reason)
+
+
+def make_rig(tmp_path_factory: pytest.TempPathFactory, wheelbuild: dict, realbuild_toolchain: dict,
+             cpythons: dict[str, Path]) -> Iterator[Rig]:
+    """Skips with the reason where a tool is missing; removes the images and podman's store after."""
+    skip_without_image_tools()
     from feedstock.after_build.image.base import debian_base
 
     work = tmp_path_factory.mktemp("image")

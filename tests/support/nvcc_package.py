@@ -17,12 +17,10 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
-from tests.support.nvidia_wheels import BUILD_STRING, PACKAGE_FORMAT, _place, cache_root
+from tests.support.nvidia_wheels import BUILD_STRING, PACKAGE_FORMAT, _place, cache_root, download_pinned
 from tests.support.toolchain import ToolchainUnavailable, build_outputs, index_channel, recipe_output
 
 REQUIREMENTS = Path(__file__).resolve().parents[1] / "realbuild" / "nvcc-requirements.txt"
@@ -30,13 +28,7 @@ TREE = "nvidia/cu13/"
 
 
 def _wheels(dest: Path) -> list[Path]:
-    dest.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-                           "--disable-pip-version-check", "--quiet", "-d", str(dest), "-r", str(REQUIREMENTS)],
-                          capture_output=True, text=True, timeout=900)
-    if proc.returncode != 0:
-        last = (proc.stderr.strip().splitlines() or ["?"])[-1]
-        raise ToolchainUnavailable(f"the nvcc wheels of {REQUIREMENTS.name} are not available: {last}")
+    download_pinned(REQUIREMENTS, dest)
     return sorted(dest.glob("*.whl"))
 
 

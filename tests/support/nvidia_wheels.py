@@ -90,15 +90,21 @@ def pinned_wheels() -> dict[str, str]:
     return pins
 
 
-def download_nvidia_wheels(dest: Path) -> list[NvidiaWheel]:
-    """pip download of the pinned wheels (no dependencies; pip's local index serves them)."""
+def download_pinned(requirements: Path, dest: Path) -> None:
+    """pip download of a requirements file's pinned wheels, no dependencies (PyPI, or pip's
+    configured index); ToolchainUnavailable naming the file otherwise."""
     dest.mkdir(parents=True, exist_ok=True)
     proc = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-                           "--disable-pip-version-check", "--quiet", "-d", str(dest), "-r", str(REQUIREMENTS)],
+                           "--disable-pip-version-check", "--quiet", "-d", str(dest), "-r", str(requirements)],
                           capture_output=True, text=True, timeout=900)
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["?"])[-1]
-        raise ToolchainUnavailable(f"the NVIDIA wheels of {REQUIREMENTS.name} are not available: {last}")
+        raise ToolchainUnavailable(f"the wheels of {requirements.name} are not available: {last}")
+
+
+def download_nvidia_wheels(dest: Path) -> list[NvidiaWheel]:
+    """pip download of the pinned wheels (no dependencies; pip's local index serves them)."""
+    download_pinned(REQUIREMENTS, dest)
     found = []
     for name, version in pinned_wheels().items():
         stem = name.replace("-", "_")

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import io
 import json
-import shutil
 import subprocess
 import sys
 import tarfile
@@ -78,17 +77,12 @@ def _sdist(path: Path, top: str, files: dict[str, str]) -> Path:
 
 @pytest.fixture(scope="module")
 def gpu_image(cudawheel: dict, cpythons: dict[str, Path], tmp_path_factory: pytest.TempPathFactory):
-    from tests.support.image_rig import TOOLS
+    from tests.support.image_rig import skip_without_image_tools
     from tests.support.nvcc_package import nvcc_channel
-    from tests.support.podman import podman_unavailable, private_podman
+    from tests.support.podman import private_podman
     from tests.support.toolchain import ToolchainUnavailable
 
-    missing = [tool for tool in TOOLS if shutil.which(tool) is None]
-    if missing:
-        pytest.skip(f"{', '.join(missing)} not installed (apt-get install {' '.join(missing)}; .ci/run does)")
-    reason = podman_unavailable()
-    if reason:
-        pytest.skip(reason)
+    skip_without_image_tools()
     work = tmp_path_factory.mktemp("gpu-image")
     try:
         nvcc_channel(work / "nvcc-channel", work / "nvcc-work")
