@@ -165,3 +165,21 @@ def cudawheel(realbuild_toolchain: dict, cuda_torch_wheel: Path, pytorch_cmakeca
         return cuda_wheel_packages(realbuild_toolchain, cuda_torch_wheel, pytorch_cmakecache_dir)
     except (ToolchainUnavailable, WrongNvcc) as err:
         pytest.skip(str(err))
+
+
+# --- two workers (pytest-xdist, `-n 2 --dist loadgroup` in pytest.ini) -------------------------
+# Every test gets a group, and a group runs whole on one worker. Tests that share the session's
+# built packages (the toolchain channel, the real CPU and CUDA packages, the image rig) are one
+# group, so those fixtures are built once; every other module is a group of its own, so a module's
+# own fixtures are built once too. The two workers overlap what one core leaves idle: serial
+# compiles (torch-scatter's setup.py turns ninja off), downloads, containers starting.
+SHARED_PACKAGE_FIXTURES = {"realbuild_toolchain", "wheelbuild", "cudawheel", "rig"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if SHARED_PACKAGE_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            group = "session-packages"
+        else:
+            group = item.nodeid.split("::", 1)[0]
+        item.add_marker(pytest.mark.xdist_group(group))
