@@ -107,79 +107,105 @@ REALBUILD_PYTHONS = ("3.11", "3.12")  # 3.12 is also the recipe's split_python; 
 @pytest.fixture(scope="session")
 def realbuild_toolchain(tmp_path_factory: pytest.TempPathFactory, cpythons: dict[str, Path]) -> dict:
     """The local toolchain channel (tests/support/toolchain.py) for the cpu job and both
-    Pythons, plus the recipe copy (source: the PyTorch-shaped test project) it was built for.
+    Pythons, plus the recipe copy (source: the PyTorch-shaped test project) it was built for;
+    built once for the run, whichever worker asks first (tests/support/shared_fixture.py).
 
     Keys: work, toolchain, recipe, versions, variant(pythons, dest) -> job variant file."""
     pytest.importorskip("rattler_build", reason="py-rattler-build (requirements-dev.txt) is not installed")
     pytest.importorskip("rattler", reason="py-rattler (requirements-dev.txt) is not installed")
     from tests.realbuild.feedstock_build import copy_recipe, prepare_project_source
     from tests.realbuild.session import machine_ready, machine_variant
+    from tests.support.shared_fixture import build_once
     from tests.support.toolchain import ToolchainUnavailable, build_toolchain_channel
 
-    missing = [v for v in REALBUILD_PYTHONS if v not in cpythons]
-    if missing:
-        pytest.skip(f"the real build needs CPython {', '.join(missing)} (pyenv)")
-    try:
-        versions = machine_ready()
-    except ToolchainUnavailable as err:
-        pytest.skip(str(err))
-    work = tmp_path_factory.mktemp("realbuild")
+    def build(work: Path) -> dict:
+        missing = [v for v in REALBUILD_PYTHONS if v not in cpythons]
+        if missing:
+            pytest.skip(f"the real build needs CPython {', '.join(missing)} (pyenv)")
+        try:
+            versions = machine_ready()
+            # the recipe is 2.14+: its source is the test project's scikit-build-core form
+            recipe = copy_recipe(work / "recipe", prepare_project_source(work / "source", "scikit-build-core"))
+            cpu_variant = machine_variant(REALBUILD_CPU_JOB, REALBUILD_PYTHONS, versions,
+                                          work / "variants" / f"{REALBUILD_CPU_JOB}.yaml")
+            toolchain = build_toolchain_channel(work / "toolchain", {v: cpythons[v] for v in REALBUILD_PYTHONS},
+                                                recipe, [cpu_variant])
+        except ToolchainUnavailable as err:
+            pytest.skip(str(err))
+        return {"work": work, "toolchain": toolchain, "recipe": recipe, "versions": versions,
+                "cpu_variant": cpu_variant}
+
+    session = build_once(tmp_path_factory, "realbuild", build)
 
     def variant(pythons: tuple[str, ...], dest: Path, job: str = REALBUILD_CPU_JOB) -> Path:
-        return machine_variant(job, pythons, versions, dest)
+        return machine_variant(job, pythons, session["versions"], dest)
 
-    # the recipe is 2.14+: its source is the test project's scikit-build-core form
-    recipe = copy_recipe(work / "recipe", prepare_project_source(work / "source", "scikit-build-core"))
-    cpu_variant = variant(REALBUILD_PYTHONS, work / "variants" / f"{REALBUILD_CPU_JOB}.yaml")
-    try:
-        toolchain = build_toolchain_channel(work / "toolchain", {v: cpythons[v] for v in REALBUILD_PYTHONS},
-                                            recipe, [cpu_variant])
-    except ToolchainUnavailable as err:
-        pytest.skip(str(err))
-    return {"work": work, "toolchain": toolchain, "recipe": recipe, "versions": versions,
-            "variant": variant, "cpu_variant": cpu_variant}
+    return {**session, "variant": variant}
 
 
 @pytest.fixture(scope="session")
-def wheelbuild(realbuild_toolchain: dict, torch_wheel: Path, pytorch_cmakecache_dir: Path) -> dict:
+def wheelbuild(realbuild_toolchain: dict, torch_wheel: Path, pytorch_cmakecache_dir: Path,
+               tmp_path_factory: pytest.TempPathFactory) -> dict:
     """pytorch-cpu 2.13.0 from the real CPU wheel (a feedstock copy bumped back to 2.13.0), built by
     rattler-build and installed by rattler
     (tests/realbuild/real_packages.py): checked by tests/realbuild, imaged by tests/feedstock/after_build/image,
-    depended on by tests/realbuild/test_dependents.py."""
+    depended on by tests/realbuild/test_dependents.py. Built once for the run."""
     from tests.realbuild.real_packages import cpu_wheel_packages
+    from tests.support.shared_fixture import build_once
     from tests.support.toolchain import ToolchainUnavailable
 
-    try:
-        return cpu_wheel_packages(realbuild_toolchain, torch_wheel, pytorch_cmakecache_dir)
-    except ToolchainUnavailable as err:
-        pytest.skip(str(err))
+    def build(_: Path) -> dict:
+        try:
+            return cpu_wheel_packages(realbuild_toolchain, torch_wheel, pytorch_cmakecache_dir)
+        except ToolchainUnavailable as err:
+            pytest.skip(str(err))
+
+    return build_once(tmp_path_factory, "wheelbuild", build)
 
 
 @pytest.fixture(scope="session")
-def cudawheel(realbuild_toolchain: dict, cuda_torch_wheel: Path, pytorch_cmakecache_dir: Path) -> dict:
-    """pytorch-gpu 2.14.1 (CUDA 13.0) from the real cu130 wheel, installed with __cuda=13.0."""
+def cudawheel(realbuild_toolchain: dict, cuda_torch_wheel: Path, pytorch_cmakecache_dir: Path,
+              tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """pytorch-gpu 2.14.1 (CUDA 13.0) from the real cu130 wheel, installed with __cuda=13.0.
+    Built once for the run."""
     from tests.realbuild.real_packages import WrongNvcc, cuda_wheel_packages
+    from tests.support.shared_fixture import build_once
     from tests.support.toolchain import ToolchainUnavailable
 
-    try:
-        return cuda_wheel_packages(realbuild_toolchain, cuda_torch_wheel, pytorch_cmakecache_dir)
-    except (ToolchainUnavailable, WrongNvcc) as err:
-        pytest.skip(str(err))
+    def build(_: Path) -> dict:
+        try:
+            return cuda_wheel_packages(realbuild_toolchain, cuda_torch_wheel, pytorch_cmakecache_dir)
+        except (ToolchainUnavailable, WrongNvcc) as err:
+            pytest.skip(str(err))
+
+    return build_once(tmp_path_factory, "cudawheel", build)
 
 
 # --- two workers (pytest-xdist, `-n 2 --dist loadgroup` in pytest.ini) -------------------------
-# Every test gets a group, and a group runs whole on one worker. Tests that share the session's
-# built packages (the toolchain channel, the real CPU and CUDA packages, the image rig) are one
-# group, so those fixtures are built once; every other module is a group of its own, so a module's
-# own fixtures are built once too. The two workers overlap what one core leaves idle: serial
-# compiles (torch-scatter's setup.py turns ninja off), downloads, containers starting.
-SHARED_PACKAGE_FIXTURES = {"realbuild_toolchain", "wheelbuild", "cudawheel", "rig"}
+# Every test gets a group, and a group runs whole on one worker. A module's tests stay together
+# (its own fixtures are built once). Modules that use the real CUDA packages are one group and
+# the other users of the session's built packages (the toolchain channel, the real CPU packages,
+# the image rig) another: those fixtures are built once for the run whichever worker asks first
+# (tests/support/shared_fixture.py), and the two groups, each about half an hour, run side by side.
+# The workers also use the core that serial compiles, downloads and container starts leave idle.
+# The two package groups go first: xdist hands the first groups out one per worker, so they start
+# at once on different workers and the small modules fill in around them.
+CUDA_PACKAGE_FIXTURES = {"cudawheel"}
+CPU_PACKAGE_FIXTURES = {"realbuild_toolchain", "wheelbuild", "rig"}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    used: dict[str, set[str]] = {}
     for item in items:
-        if SHARED_PACKAGE_FIXTURES.intersection(getattr(item, "fixturenames", ())):
-            group = "session-packages"
+        used.setdefault(item.nodeid.split("::", 1)[0], set()).update(getattr(item, "fixturenames", ()))
+    rank: dict[str, int] = {}
+    for item in items:
+        module = item.nodeid.split("::", 1)[0]
+        if CPU_PACKAGE_FIXTURES & used[module] and not CUDA_PACKAGE_FIXTURES & used[module]:
+            group, rank[item.nodeid] = "cpu-packages", 0
+        elif CUDA_PACKAGE_FIXTURES & used[module]:
+            group, rank[item.nodeid] = "cuda-packages", 1
         else:
-            group = item.nodeid.split("::", 1)[0]
+            group, rank[item.nodeid] = module, 2
         item.add_marker(pytest.mark.xdist_group(group))
+    items.sort(key=lambda item: rank[item.nodeid])   # stable: the order within each group is kept

@@ -1,0 +1,47 @@
+"""A session fixture's result built once for the whole run, also with several pytest-xdist workers.
+
+The first worker that asks builds it in a folder beside the workers' own temp folders (the run's
+base temp), holding a lock; the others wait on that lock and load the pickled result. A skip is
+shared the same way (its reason is kept), so every worker skips with the same line. Without
+xdist the folder is under the run's own base temp, as tmp_path_factory's would be.
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+import pickle
+from pathlib import Path
+from typing import Callable, TypeVar
+
+import pytest
+
+T = TypeVar("T")
+
+
+def shared_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder every worker of this run sees (the base temp of the run, not of one worker)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def build_once(tmp_path_factory: pytest.TempPathFactory, name: str, build: Callable[[Path], T]) -> T:
+    """build(folder) in the first worker that asks; the pickled result in every other."""
+    root = shared_root(tmp_path_factory)
+    folder = root / f"shared-{name}"
+    result, skipped = folder / "result.pickle", folder / "skipped.txt"
+    with (root / f"shared-{name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)   # released when the file closes, also on a crash
+        if result.is_file():
+            return pickle.loads(result.read_bytes())
+        if skipped.is_file():
+            pytest.skip(skipped.read_text())
+        folder.mkdir(exist_ok=True)
+        try:
+            value = build(folder)
+        except pytest.skip.Exception as err:
+            skipped.write_text(str(err.msg) if hasattr(err, "msg") else str(err))
+            raise
+        partial = folder / "result.pickle.partial"
+        partial.write_bytes(pickle.dumps(value))
+        partial.replace(result)
+        return value
