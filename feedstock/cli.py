@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import signal
 import sys
 import time
 from pathlib import Path
@@ -204,12 +205,17 @@ def _note(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
+def _interrupted(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt  # SIGTERM (a scheduler, a CI timeout) cleans up as Ctrl-C does
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     if not args.command:
         parser.print_help()
         return 2
+    previous = signal.signal(signal.SIGTERM, _interrupted)
     try:
         # the commands that write the feedstock's files: one at a time (a second one waits)
         writes = args.command == "rerender" or args.command in maintainer_cli.COMMANDS
@@ -235,3 +241,5 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # Ctrl-C: one line and the shell's convention, not a traceback
         print(f"error: python -m feedstock {args.command} interrupted", file=sys.stderr)
         return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -128,35 +128,44 @@ def _follow(command: list[str], say) -> tuple[int, str, str]:
             lines.put(None)
 
         threading.Thread(target=read, daemon=True).start()
-        kept: list[str] = []
-        started = shown = time.monotonic()
-        compiling = ""
-        while True:
-            try:
-                line = lines.get(timeout=min(5.0, HEARTBEAT / 4))
-            except queue.Empty:
-                line = ""
-            if line is None:
-                break
-            now = time.monotonic()
-            if now - started > TIMEOUT:
-                proc.kill()
-                proc.wait()
-                return 124, "".join(kept), f"the build stage ran over {TIMEOUT // 3600} hours and was stopped"
-            if line:
-                kept.append(line)
-                found = COMPILED.search(line)
-                compiling = Path(found.group(1)).name if found else compiling
-                if line.startswith("build stage: "):
-                    say(f"image: {line.rstrip()}")
-                    shown = now
-            if now - shown >= HEARTBEAT:
-                say(f"image: build stage: still building ({(now - started) / 60:.0f} min"
-                    + (f"; compiling {compiling}" if compiling else "") + ")")
+        try:
+            return _show(proc, lines, errors, say)
+        except BaseException:   # Ctrl-C or SIGTERM: the stage's container goes too
+            proc.kill()
+            proc.wait()
+            raise
+
+
+def _show(proc: subprocess.Popen, lines: "queue.Queue[str | None]", errors, say) -> tuple[int, str, str]:
+    kept: list[str] = []
+    started = shown = time.monotonic()
+    compiling = ""
+    while True:
+        try:
+            line = lines.get(timeout=min(5.0, HEARTBEAT / 4))
+        except queue.Empty:
+            line = ""
+        if line is None:
+            break
+        now = time.monotonic()
+        if now - started > TIMEOUT:
+            proc.kill()
+            proc.wait()
+            return 124, "".join(kept), f"the build stage ran over {TIMEOUT // 3600} hours and was stopped"
+        if line:
+            kept.append(line)
+            found = COMPILED.search(line)
+            compiling = Path(found.group(1)).name if found else compiling
+            if line.startswith("build stage: "):
+                say(f"image: {line.rstrip()}")
                 shown = now
-        proc.wait()
-        errors.seek(0)
-        return proc.returncode, "".join(kept), errors.read()
+        if now - shown >= HEARTBEAT:
+            say(f"image: build stage: still building ({(now - started) / 60:.0f} min"
+                + (f"; compiling {compiling}" if compiling else "") + ")")
+            shown = now
+    proc.wait()
+    errors.seek(0)
+    return proc.returncode, "".join(kept), errors.read()
 
 
 def _failure(items: list[BuildItem], stdout: str, stderr: str) -> str:

@@ -98,3 +98,37 @@ def test_the_stage_is_followed_line_by_line_with_the_file_being_compiled(monkeyp
     assert code == 3 and "scatter_cpu.cpp" in out and err == "error: boom\n"
     assert said[0] == "image: build stage: building x==1 from x-1.tar.gz"
     assert "image: build stage: still building (0 min; compiling scatter_cpu.cpp)" in said[1:]
+
+
+def test_an_interrupted_stage_takes_its_container_with_it(tmp_path):
+    import os
+    import sys
+
+    from feedstock.after_build.image import build_stage
+
+    pid_file = tmp_path / "pid"
+    script = (f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
+              "print('build stage: building x==1 from x-1.tar.gz', flush=True)\ntime.sleep(60)\n")
+
+    def interrupt(line: str) -> None:
+        raise KeyboardInterrupt   # Ctrl-C, or SIGTERM through the CLI's handler
+
+    with pytest.raises(KeyboardInterrupt):
+        build_stage._follow([sys.executable, "-c", script], interrupt)
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(pid_file.read_text()), 0)
+
+
+def test_sigterm_is_an_interruption_of_the_command(tmp_path):
+    import subprocess
+    import sys
+
+    from tests.support.paths import REPO_ROOT
+
+    code = ("import os, signal, sys, time\nimport feedstock.after_build.image.build as b\nimport feedstock.cli as cli\n"
+            "b.build = lambda *a, **k: (os.kill(os.getpid(), signal.SIGTERM), time.sleep(30))\n"
+            "sys.exit(cli.main(['image', '--output', sys.argv[1], '--channel', 'c', '--flavour', 'cpu', "
+            "'--python', '3.11']))\n")
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path / "out")], cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 130 and proc.stderr == "error: python -m feedstock image interrupted\n", proc.stderr
