@@ -57,6 +57,11 @@ def _merge(wheels: list[Path], tree: Path) -> None:
                     shutil.copyfileobj(src, out, 16 << 20)
                 if member.external_attr >> 16 & 0o111 or relative.startswith(("bin/", "nvvm/bin/")):
                     os.chmod(target, 0o755)
+    # a CUDA installer's layout: nvcc.profile may look under targets/<arch>/ (its _TARGET_DIR_)
+    targets = tree / "targets" / "x86_64-linux"
+    targets.mkdir(parents=True, exist_ok=True)
+    for name in ("include", "lib"):
+        (targets / name).symlink_to(f"../../{name}")
 
 
 def nvcc_channel(channel: Path, work: Path, cudart: str = "13.0.96", log=print) -> list[Path]:
