@@ -181,31 +181,17 @@ def cudawheel(realbuild_toolchain: dict, cuda_torch_wheel: Path, pytorch_cmakeca
     return build_once(tmp_path_factory, "cudawheel", build)
 
 
-# --- two workers (pytest-xdist, `-n 2 --dist loadgroup` in pytest.ini) -------------------------
-# Every test gets a group, and a group runs whole on one worker. A module's tests stay together
-# (its own fixtures are built once). Modules that use the real CUDA packages are one group and
-# the other users of the session's built packages (the toolchain channel, the real CPU packages,
-# the image rig) another: those fixtures are built once for the run whichever worker asks first
-# (tests/support/shared_fixture.py), and the two groups, each about half an hour, run side by side.
-# The workers also use the core that serial compiles, downloads and container starts leave idle.
-# The two package groups go first: xdist hands the first groups out one per worker, so they start
-# at once on different workers and the small modules fill in around them.
-CUDA_PACKAGE_FIXTURES = {"cudawheel"}
-CPU_PACKAGE_FIXTURES = {"realbuild_toolchain", "wheelbuild", "rig"}
+# --- two workers (pytest-xdist, `-n 2 --dist loadfile` in pytest.ini) -------------------------
+# A test file runs whole on one worker, so a module's own fixtures are built once. What several
+# files share (the toolchain channel, the real CPU and CUDA packages, the image rig) is built once
+# for the run by whichever worker asks first; the other waits on a lock and loads the result
+# (tests/support/shared_fixture.py). The files that build or use those packages go first, so
+# both workers start on the long ones and the small files fill in around them.
+# (xdist's loadgroup cannot be used: pytest 9 ignores the group suffix xdist 3.8 writes.)
+SHARED_PACKAGE_FIXTURES = {"realbuild_toolchain", "wheelbuild", "cudawheel", "rig"}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    used: dict[str, set[str]] = {}
-    for item in items:
-        used.setdefault(item.nodeid.split("::", 1)[0], set()).update(getattr(item, "fixturenames", ()))
-    rank: dict[str, int] = {}
-    for item in items:
-        module = item.nodeid.split("::", 1)[0]
-        if CPU_PACKAGE_FIXTURES & used[module] and not CUDA_PACKAGE_FIXTURES & used[module]:
-            group, rank[item.nodeid] = "cpu-packages", 0
-        elif CUDA_PACKAGE_FIXTURES & used[module]:
-            group, rank[item.nodeid] = "cuda-packages", 1
-        else:
-            group, rank[item.nodeid] = module, 2
-        item.add_marker(pytest.mark.xdist_group(group))
-    items.sort(key=lambda item: rank[item.nodeid])   # stable: the order within each group is kept
+    heavy = {item.nodeid.split("::", 1)[0] for item in items
+             if SHARED_PACKAGE_FIXTURES.intersection(getattr(item, "fixturenames", ()))}
+    items.sort(key=lambda item: item.nodeid.split("::", 1)[0] not in heavy)   # stable within each part

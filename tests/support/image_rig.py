@@ -14,7 +14,6 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -81,13 +80,12 @@ def skip_without_image_tools() -> None:
         pytest.skip(reason)
 
 
-def make_rig(tmp_path_factory: pytest.TempPathFactory, wheelbuild: dict, realbuild_toolchain: dict,
-             cpythons: dict[str, Path]) -> Iterator[Rig]:
-    """Skips with the reason where a tool is missing; removes the images and podman's store after."""
+def make_rig(work: Path, wheelbuild: dict, realbuild_toolchain: dict, cpythons: dict[str, Path]) -> Rig:
+    """The rig in `work`; skips with the reason where a tool is missing. Its podman store and images
+    stay with the run's temp folders (the rig is shared by the workers: tests/conftest.py)."""
     skip_without_image_tools()
     from feedstock.after_build.image.base import debian_base
 
-    work = tmp_path_factory.mktemp("image")
     podman = private_podman(work / "podman")
     wheels = work / "wheels"
     subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
@@ -102,9 +100,6 @@ def make_rig(tmp_path_factory: pytest.TempPathFactory, wheelbuild: dict, realbui
     base_tar = debian_base([rig.host_python]).path  # cached by A's run: the same bytes
     rig.b = build_image(rig, "b", "--requirements", str(work / "req-b.txt"), "--base", str(base_tar))
     print(f"image builds: {rig.a.seconds:.0f}s, {rig.a_again.seconds:.0f}s, {rig.b.seconds:.0f}s")
-    yield rig
-    podman.run("system", "reset", "--force", check=False)
-    for image in (rig.a, rig.a_again, rig.b):
-        shutil.rmtree(image.out, ignore_errors=True)
+    return rig
 
 
