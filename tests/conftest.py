@@ -189,9 +189,18 @@ def cudawheel(realbuild_toolchain: dict, cuda_torch_wheel: Path, pytorch_cmakeca
 # both workers start on the long ones and the small files fill in around them.
 # (xdist's loadgroup cannot be used: pytest 9 ignores the group suffix xdist 3.8 writes.)
 SHARED_PACKAGE_FIXTURES = {"realbuild_toolchain", "wheelbuild", "cudawheel", "rig"}
+CUDA_FIXTURES = {"cudawheel"}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    heavy = {item.nodeid.split("::", 1)[0] for item in items
-             if SHARED_PACKAGE_FIXTURES.intersection(getattr(item, "fixturenames", ()))}
-    items.sort(key=lambda item: item.nodeid.split("::", 1)[0] not in heavy)   # stable within each part
+    """The files that use the session's packages first, those of the CPU packages and those of
+    the CUDA packages taking turns, so the two workers start one chain each (pytest.ini keeps
+    this order: --no-loadscope-reorder)."""
+    used: dict[str, set[str]] = {}
+    for item in items:
+        used.setdefault(item.nodeid.split("::", 1)[0], set()).update(getattr(item, "fixturenames", ()))
+    cuda = [f for f in used if CUDA_FIXTURES & used[f]]
+    cpu = [f for f in used if SHARED_PACKAGE_FIXTURES & used[f] and f not in cuda]
+    turns = [f for pair in zip(cpu, cuda) for f in pair] + cpu[len(cuda):] + cuda[len(cpu):]
+    rank = {f: i for i, f in enumerate(turns)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))   # stable otherwise
