@@ -174,11 +174,18 @@ def cudawheel(realbuild_toolchain: dict, cuda_torch_wheel: Path, pytorch_cmakeca
 
     def build(_: Path) -> dict:
         try:
-            return cuda_wheel_packages(realbuild_toolchain, cuda_torch_wheel, pytorch_cmakecache_dir)
+            built = cuda_wheel_packages(realbuild_toolchain, cuda_torch_wheel, pytorch_cmakecache_dir)
         except (ToolchainUnavailable, WrongNvcc) as err:
             pytest.skip(str(err))
+        return {key: value for key, value in built.items() if key != "records"}   # rattler's do not pickle
 
-    return build_once(tmp_path_factory, "cudawheel", build)
+    import rattler
+
+    shared = build_once(tmp_path_factory, "cudawheel", build)
+    # the installed records, as rattler reads them back from the prefix
+    records = [rattler.PrefixRecord.from_path(path)
+               for path in sorted((shared["prefix"] / "conda-meta").glob("*.json"))]
+    return {**shared, "records": records}
 
 
 # --- two workers (pytest-xdist, `-n 2 --dist loadfile` in pytest.ini) -------------------------
