@@ -121,7 +121,14 @@ def stage(rig: Rig, tmp_path_factory: pytest.TempPathFactory) -> Stage:
     from feedstock.after_build.downstream.catalog import load_catalog
     from feedstock.after_build.downstream.sources import default_cache, fetch
 
+    from dataclasses import replace
+
+    from tests.support.podman import private_podman
+
     work = tmp_path_factory.mktemp("build-stage")
+    # a podman store of its own: the rig's store is used by test_image_build.py, maybe on the other
+    # worker at the same time, and podman then loses a container's exit code ("no such exit code")
+    rig = replace(rig, podman=private_podman(work / "podman"))
     links = work / "links"
     links.mkdir()
     catalog = {d.name: d for d in load_catalog(REPO_ROOT / "recipe" / "dependents.yaml")}
