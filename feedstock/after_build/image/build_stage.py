@@ -28,7 +28,7 @@ from pathlib import Path
 from ...errors import FeedstockError
 from ..log_lines import first_error_line
 from .base import debian_base, runtime_packages
-from .build_tools import COMPILERS, DEV_PREFIX, Toolset, install_dev
+from .build_tools import DEV_PREFIX, Toolset, install_dev
 from .container import check_python, command_in
 from .environment import PREFIX
 from .pip_access import PipAccess
@@ -63,11 +63,10 @@ def context_key(prefixes: list[Path], base_name: str, options: list[str], epoch:
 
 def build_wheels(items: list[BuildItem], options: list[str], staging: Path, work: Path, engine: str,
                  find_links: Path | None, access: PipAccess, host_pythons: list[Path], epoch: int,
-                 say=print, use_cache: bool = True, tools: Toolset | None = None,
-                 channels: list[str] = (), cuda: str | None = None, pkgs: Path | None = None) -> list[Path]:
+                 say, *, tools: Toolset, use_cache: bool = True, channels: list[str] = (),
+                 cuda: str | None = None, pkgs: Path | None = None) -> list[Path]:
     """Build `items` into wheels against the environment in `staging` (or take them from the
-    wheel cache), with the flavour's `tools` (compilers only by default); returns the wheels."""
-    tools = tools or Toolset("cpu", COMPILERS)
+    wheel cache), with the flavour's `tools` (build_tools.toolset); returns the wheels."""
     base = debian_base(host_pythons, (*runtime_packages(tools.flavour), *tools.debian), "build")
     root = work / "build-root"
     (root / "opt").mkdir(parents=True)

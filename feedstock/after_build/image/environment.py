@@ -83,9 +83,8 @@ def solve(channels: list[str], flavour: str, python: str | None, cuda: str | Non
     return solve_specs(channels, specs, cuda)
 
 
-def solve_specs(channels: list[str], specs: list[str], cuda: str | None, what: str = ""):
-    """rattler's solve of `specs` for linux-64 with __cuda as given; a failure is one line
-    (`what` names the specs for it, default: the specs themselves)."""
+def solve_specs(channels: list[str], specs: list[str], cuda: str | None):
+    """rattler's solve of `specs` for linux-64 with __cuda as given; a failure is one line."""
     import rattler
 
     overrides = rattler.VirtualPackageOverrides()
@@ -97,7 +96,7 @@ def solve_specs(channels: list[str], specs: list[str], cuda: str | None, what: s
     except FeedstockError:
         raise
     except Exception as err:  # rattler's SolverError spans lines
-        raise FeedstockError(f"cannot solve {what or ' '.join(specs)} from {', '.join(channels)}: "
+        raise FeedstockError(f"cannot solve {' '.join(specs)} from {', '.join(channels)}: "
                              f"{' '.join(str(err).split())[:300]}") from None
 
 
@@ -145,8 +144,6 @@ def install(records: list, staging: Path, cache: Path) -> Environment:
     `cache` is the package cache: a private one by default (build.py), because local channels
     (the test channels, two builds of one recipe) reuse name-version-build for other bytes, and
     a cache shared with other runs then hands out another package's files."""
-    import rattler
-
     prefix = staging / PREFIX.lstrip("/")
     install_prefix(records, prefix, PREFIX, cache)
     scrub(prefix)
