@@ -114,7 +114,7 @@ def realbuild_toolchain(tmp_path_factory: pytest.TempPathFactory, cpythons: dict
     pytest.importorskip("rattler_build", reason="py-rattler-build (requirements-dev.txt) is not installed")
     pytest.importorskip("rattler", reason="py-rattler (requirements-dev.txt) is not installed")
     from tests.realbuild.feedstock_build import copy_recipe, prepare_project_source
-    from tests.realbuild.session import machine_ready, machine_variant
+    from tests.realbuild.session import machine_ready, machine_variant, patchelf_on_path
     from tests.support.shared_fixture import build_once
     from tests.support.toolchain import ToolchainUnavailable, build_toolchain_channel
 
@@ -136,6 +136,7 @@ def realbuild_toolchain(tmp_path_factory: pytest.TempPathFactory, cpythons: dict
                 "cpu_variant": cpu_variant}
 
     session = build_once(tmp_path_factory, "realbuild", build)
+    patchelf_on_path()   # this worker's PATH too, when another worker built the channel
 
     def variant(pythons: tuple[str, ...], dest: Path, job: str = REALBUILD_CPU_JOB) -> Path:
         return machine_variant(job, pythons, session["versions"], dest)

@@ -50,3 +50,18 @@ def test_a_skip_is_shared_with_its_reason(tmp_path_factory):
     for _ in range(2):
         with pytest.raises(pytest.skip.Exception, match="no hipcc here"):
             build_once(tmp_path_factory, "skipping", skipping)
+
+
+def test_a_failure_is_shared_and_not_built_again(tmp_path_factory):
+    calls = []
+
+    def failing(folder: Path) -> dict:
+        calls.append(folder)
+        (folder / "half-written").mkdir()   # a second build would trip over this
+        raise RuntimeError("rattler-build failed: failed to find `patchelf`")
+
+    with pytest.raises(RuntimeError, match="patchelf"):
+        build_once(tmp_path_factory, "failing", failing)
+    with pytest.raises(pytest.fail.Exception, match="failed in another worker: RuntimeError: .*patchelf"):
+        build_once(tmp_path_factory, "failing", failing)
+    assert len(calls) == 1

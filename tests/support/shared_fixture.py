@@ -2,7 +2,8 @@
 
 The first worker that asks builds it in a folder beside the workers' own temp folders (the run's
 base temp), holding a lock; the others wait on that lock and load the pickled result. A skip is
-shared the same way (its reason is kept), so every worker skips with the same line. Without
+shared the same way (its reason is kept), so every worker skips with the same line, and so is a
+failure: the others fail naming it instead of building again into its leftovers. Without
 xdist the folder is under the run's own base temp, as tmp_path_factory's would be.
 """
 from __future__ import annotations
@@ -28,18 +29,25 @@ def build_once(tmp_path_factory: pytest.TempPathFactory, name: str, build: Calla
     """build(folder) in the first worker that asks; the pickled result in every other."""
     root = shared_root(tmp_path_factory)
     folder = root / f"shared-{name}"
-    result, skipped = folder / "result.pickle", folder / "skipped.txt"
+    result, skipped, failed = folder / "result.pickle", folder / "skipped.txt", folder / "failed.txt"
     with (root / f"shared-{name}.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)   # released when the file closes, also on a crash
         if result.is_file():
             return pickle.loads(result.read_bytes())
         if skipped.is_file():
             pytest.skip(skipped.read_text())
+        if failed.is_file():
+            # a second try would build into the first one's leftovers; its error is the one to read
+            pytest.fail(f"the shared fixture {name!r} failed in another worker: {failed.read_text()}",
+                        pytrace=False)
         folder.mkdir(exist_ok=True)
         try:
             value = build(folder)
         except pytest.skip.Exception as err:
             skipped.write_text(str(err.msg) if hasattr(err, "msg") else str(err))
+            raise
+        except BaseException as err:
+            failed.write_text(f"{type(err).__name__}: {' '.join(str(err).split())[:500]}")
             raise
         partial = folder / "result.pickle.partial"
         partial.write_bytes(pickle.dumps(value))
