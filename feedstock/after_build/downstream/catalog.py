@@ -1,6 +1,7 @@
 """recipe/dependents.yaml: each dependent described once (source, kind, flavour, tests)."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,6 +39,7 @@ class Dependent:
     build_env: dict[str, str] = field(default_factory=dict)
     source: Source | None = None
     channel: bool = False
+    build_number: int = 0   # not in the catalog: a rebuild of a noarch package counts up
 
     @property
     def how_built(self) -> str:
@@ -63,6 +65,10 @@ def _entry(raw: dict, path: Path) -> Dependent:
         raise FeedstockError(f"{where}: kind {raw['kind']!r} is not one of {', '.join(KINDS)}")
     if raw["flavour"] not in FLAVOURS:
         raise FeedstockError(f"{where}: flavour {raw['flavour']!r} is not one of {', '.join(FLAVOURS)}")
+    problem = version_spec_problem(raw["torch"])
+    if problem:
+        raise FeedstockError(f"{where}: torch {raw['torch']!r} is not a version spec ({problem}); "
+                             "write one as conda does, e.g. '2.14.*' or '>=2.0,<2.15'")
     source = None
     if raw.get("source") is not None:
         src = raw["source"]
@@ -82,6 +88,24 @@ def _entry(raw: dict, path: Path) -> Dependent:
                      test_env={str(k): str(v) for k, v in (tests.get("env") or {}).items()},
                      build_env={str(k): str(v) for k, v in (raw.get("build_env") or {}).items()},
                      source=source, channel=bool(raw.get("channel", False)))
+
+
+def version_spec_problem(spec: str) -> str:
+    """'' when `spec` is a conda version spec of numbered versions (`2.14.*`, `>=2.0,<2.15`),
+    else why not. rattler parses it; a word it takes for a version (`banana`) is refused too."""
+    from rattler import VersionSpec
+
+    if re.match(r"\s*[A-Za-z]", spec):
+        return "it starts with a name: give only the versions, e.g. '>=2.0,<2.15'"
+    try:
+        VersionSpec(spec)
+    except Exception as err:  # rattler raises one InvalidVersionSpecError per bad spec
+        return "rattler: " + (" ".join(str(err).split())[:120] or "unparsable")
+    for part in re.split(r"[|,]", spec):
+        version = re.sub(r"^\s*(==|!=|<=|>=|~=|<|>|=)?\s*", "", part).strip()
+        if version != "*" and not re.match(r"\d", version):
+            return f"{version!r} is not a version"
+    return ""
 
 
 def load_catalog(path: Path) -> list[Dependent]:

@@ -9,7 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...errors import FeedstockError
@@ -26,6 +26,7 @@ class TorchBuild:
     build: str
     flavour: str   # cpu, gpu or rocm
     python: str    # "3.11"
+    sha256: str = field(default="", compare=False)  # of the package file: keys the built-package cache
 
     def describe(self) -> str:
         return f"pytorch {self.version} {self.build}"
@@ -80,7 +81,8 @@ def torch_builds(channel: Path) -> list[TorchBuild]:
                     continue
                 match = re.search(r"_py(\d)(\d+)t?_", record["build"])
                 python = f"{match.group(1)}.{match.group(2)}" if match else ""
-                found.append(TorchBuild(record["version"], record["build"], flavour_of(record["build"]), python))
+                found.append(TorchBuild(record["version"], record["build"], flavour_of(record["build"]), python,
+                                        record.get("sha256") or ""))
     return sorted(set(found), key=lambda b: (b.flavour, b.version, b.build))
 
 

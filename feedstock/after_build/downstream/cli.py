@@ -8,6 +8,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ...atomic_files import replace_files
 from ...errors import FeedstockError
 from .catalog import CATALOG
 from .sources import default_cache
@@ -22,7 +23,17 @@ flavour or version the channel lacks is `skipped` with the reason. rattler insta
 into fresh environments; rattler-build builds the conda kinds (their PyPI files are cached in
 the cache folder). Exit status: 0 none failed, 1 a dependent failed, 2 bad input (an unknown
 name: the others still run), 3 the channel has no pytorch (the table is still printed).
-Example: python -m feedstock downstream --channel build_artifacts torch-scatter einops"""
+
+--matrix runs each dependent against every pytorch build of the channels (one column per
+version and flavour) and prints one cell each: works (installs unchanged, imports, tests pass),
+rebuilt (its pins exclude that pytorch; a rebuild against it passes), needs release (its own
+requirements exclude it, or the rebuild fails), fails (installs, but the tests fail), n/a (the
+flavour does not apply); every cell but works says why. --compare OLD NEW is the matrix of
+those two versions only, for a bump (both must be in the channels); --summary FILE appends it
+as Markdown (e.g. $GITHUB_STEP_SUMMARY). In both, exit 1 means a regression: a dependent that
+works on the old version is anything but works or rebuilt on the new one.
+Example: python -m feedstock downstream --channel build_artifacts torch-scatter einops
+         python -m feedstock downstream --channel old_build --channel new_build --compare 2.13.0 2.14.1"""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -41,7 +52,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--catalog", type=Path, help="the dependents file (default: recipe/dependents.yaml)")
     parser.add_argument("--work", type=Path, help="work folder (default: a temporary one, removed after)")
     parser.add_argument("--cache", type=Path, help=f"the PyPI downloads (default: {default_cache()})")
-    parser.add_argument("--json", type=Path, help="also write the rows as JSON to this file")
+    parser.add_argument("--json", type=Path, help="also write the rows (the matrix) as JSON to this file")
+    parser.add_argument("--matrix", action="store_true",
+                        help="every dependent against every pytorch build of the channels, one table")
+    parser.add_argument("--compare", nargs=2, metavar=("OLD", "NEW"),
+                        help="the matrix of two pytorch versions of the channels (a bump's downstream cost)")
+    parser.add_argument("--summary", type=Path, metavar="FILE",
+                        help="with --matrix/--compare: append the table as Markdown to FILE")
+    parser.add_argument("--pkgs-dir", type=Path, metavar="DIR",
+                        help="rattler's package cache (default: a fresh one per run; only for channels "
+                             "whose file names never change content)")
 
 
 def _envs(values: list[str]) -> dict[str, Path]:
@@ -55,21 +75,63 @@ def _envs(values: list[str]) -> dict[str, Path]:
     return envs
 
 
+def _compare(values: list[str] | None) -> list[str] | None:
+    from .catalog import version_spec_problem
+
+    if not values:
+        return None
+    bad = [v for v in values if version_spec_problem(v) or any(c in v for c in "<>=*,|! ")]
+    if bad:
+        raise FeedstockError(f"--compare {' '.join(values)}: {bad[0]!r} is not a pytorch version (e.g. 2.14.1)")
+    if values[0] == values[1]:
+        raise FeedstockError(f"--compare {' '.join(values)}: give two different versions, the old one first")
+    return list(values)
+
+
 def run(args: argparse.Namespace, root: Path) -> int:
     from .run import Options, run as run_dependents
 
+    versions = _compare(args.compare)
+    matrix_mode = args.matrix or versions is not None
+    if args.summary and not matrix_mode:
+        raise FeedstockError("--summary needs --matrix or --compare")
+    if args.summary and args.summary.is_dir():
+        raise FeedstockError(f"--summary {args.summary} is a folder; give a file to append to")
     work = args.work or Path(tempfile.mkdtemp(prefix="feedstock-downstream-"))
     options = Options(catalog=args.catalog or root / CATALOG, channels=args.channel or [root / "build_artifacts"],
                       with_channels=list(args.with_channel), names=list(args.names), work=work,
-                      cache=args.cache or default_cache(), variant=args.variant, envs=_envs(args.env))
+                      cache=args.cache or default_cache(), variant=args.variant, envs=_envs(args.env),
+                      pkgs=args.pkgs_dir)
     try:
+        if matrix_mode:
+            return _matrix(options, versions, args)
         rows, status = run_dependents(options)
     finally:
         if args.work is None:
             shutil.rmtree(work, ignore_errors=True)
     print(format_table(rows))
     if args.json:
-        args.json.write_text(json.dumps([row.to_dict() for row in rows], indent=1))
+        replace_files({args.json: json.dumps([row.to_dict() for row in rows], indent=1)})
     print(summary(rows))
+    sys.stdout.flush()
+    return status
+
+
+def _matrix(options, versions: list[str] | None, args: argparse.Namespace) -> int:
+    from .matrix_run import run_matrix
+    from .matrix_table import format_markdown, format_matrix, matrix_json, summary_line
+
+    matrix, status = run_matrix(options, versions)
+    print(format_matrix(matrix))
+    files = {}
+    if args.json:
+        files[args.json] = json.dumps(matrix_json(matrix), indent=1)
+    if args.summary:
+        before = args.summary.read_text(errors="replace") if args.summary.is_file() else ""
+        title = f"Downstream: pytorch {matrix.old} -> {matrix.new}"
+        files[args.summary] = before + ("\n" if before and not before.endswith("\n") else "") + \
+            format_markdown(matrix, title)
+    replace_files(files)
+    print(summary_line(matrix))
     sys.stdout.flush()
     return status

@@ -9,7 +9,9 @@ recipe runs them), but the build itself skips them: the caller runs them in a fr
 to count them."""
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import re
 import shutil
 import time
@@ -24,7 +26,12 @@ _ERROR = re.compile(r"(?:^|\s)(?:error|ERROR|Error)(?::|\s)")
 
 
 class BuildFailed(Exception):
-    """str(): one line, the first error line of the build log."""
+    """str(): one line, the first error line of the build log. `unsolvable`: rattler-build could
+    not even make its build/host environments (a channel is missing: not the dependent's fault)."""
+
+    def __init__(self, message: str, unsolvable: bool = False) -> None:
+        super().__init__(message)
+        self.unsolvable = unsolvable
 
 
 def recipe_for(dependent: Dependent, build: TorchBuild, source: Path, test_files: list[Path]) -> dict:
@@ -40,11 +47,13 @@ def recipe_for(dependent: Dependent, build: TorchBuild, source: Path, test_files
     about = {"summary": f"{dependent.name} {dependent.version} from PyPI ({source.name}), built by "
                         "pytorch-feedstock's downstream check", "license": "LicenseRef-see-upstream"}
     if dependent.kind == "conda-sdist":
+        string = f"{torch_tag(build)}py{build.python.replace('.', '')}_h${{{{ hash }}}}_0"
         return {
             "package": {"name": dependent.name, "version": dependent.version},
             "source": {"url": source.resolve().as_uri(), "sha256": dependent.source.sha256},
-            # the Python it was built for in the build string, as conda-forge's extensions carry it
-            "build": {"number": 0, "string": f"py{build.python.replace('.', '')}_h${{{{ hash }}}}_0", "script": {
+            # the torch x.y and the Python it was built for in the build string: a rebuild against
+            # another torch is another file, never one a package cache could mistake for this one
+            "build": {"number": 0, "string": string, "script": {
                 "env": {"MAX_JOBS": "2", **dependent.build_env},
                 # setuptools builds an sdist's extensions one after another; an extra distutils
                 # config (DIST_EXTRA_CONFIG) lets it build MAX_JOBS of them at once
@@ -61,10 +70,17 @@ def recipe_for(dependent: Dependent, build: TorchBuild, source: Path, test_files
     return {
         "package": {"name": dependent.name, "version": dependent.version},
         "source": {"url": source.resolve().as_uri(), "sha256": dependent.source.sha256, "file_name": source.name},
-        "build": {"number": 0, "noarch": "python",
+        "build": {"number": dependent.build_number, "noarch": "python",
                   "script": [f"python -m pip install ./{source.name} --no-deps --no-build-isolation -vv"]},
-        "requirements": {"host": ["python", "pip"], "run": ["python"] + _wheel_requires(source)},
+        # the catalog's torch spec bounds pytorch without requiring it (a channel's upper bound)
+        "requirements": {"host": ["python", "pip"], "run": ["python"] + _wheel_requires(source),
+                         "run_constraints": [f"pytorch {dependent.torch}"]},
         "tests": tests, "about": about}
+
+
+def torch_tag(build: TorchBuild) -> str:
+    """`pt213` for pytorch 2.13.x."""
+    return "pt" + "".join(build.version.split(".")[:2])
 
 
 def _wheel_requires(wheel: Path) -> list[str]:
@@ -77,7 +93,8 @@ def _wheel_requires(wheel: Path) -> list[str]:
         if line.startswith("Requires-Dist:") and ";" not in line:
             req = line.split(":", 1)[1].strip()
             name, _, rest = req.partition(" ")
-            specs.append(f"{name.lower()} {rest.strip('() ')}".strip())
+            name = "pytorch" if name.lower() == "torch" else name.lower()  # conda's name for torch
+            specs.append(f"{name} {rest.strip('() ')}".strip())
     return specs
 
 
@@ -91,9 +108,46 @@ def first_error(output_dir: Path, fallback: str) -> str:
     return first_line(fallback)[:240]
 
 
+def cache_key(recipe_text: str, test_files: list[Path], build: TorchBuild, variant: Path | None) -> str:
+    """What a built package depends on: its recipe and test files, the variant file, and the exact
+    pytorch package file it was built against (its sha256: a rebuilt pytorch of the same name is
+    another key). '' when the channel gave no sha256 (no caching)."""
+    if not build.sha256:
+        return ""
+    digest = hashlib.sha256(recipe_text.encode())
+    for path in [*test_files, *([variant] if variant else [])]:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    digest.update(f"{build.version} {build.build} {build.sha256}".encode())
+    return digest.hexdigest()[:24]
+
+
+def _from_cache(cached: Path, output_dir: Path) -> Path:
+    """The cached package copied into output_dir/<subdir>/, indexed as a channel there."""
+    from .channel import index
+
+    target = output_dir / cached.parent.name / cached.name
+    shutil.rmtree(output_dir, ignore_errors=True)
+    target.parent.mkdir(parents=True)
+    shutil.copy2(cached, target)
+    (output_dir / "noarch").mkdir(exist_ok=True)
+    index(output_dir)
+    return target
+
+
+def _to_cache(package: Path, entry: Path) -> None:
+    """Copy under entry/<subdir>/ through a temporary name: a cut-off copy never takes the name."""
+    final = entry / package.parent.name / package.name
+    final.parent.mkdir(parents=True, exist_ok=True)
+    partial = final.with_name(f"{package.name}.partial-{os.getpid()}")
+    shutil.copy2(package, partial)
+    os.replace(partial, final)
+
+
 def build_package(dependent: Dependent, build: TorchBuild, source: Path, test_files: list[Path],
-                  channels: list[Path], work: Path, variant: Path | None) -> tuple[Path, float]:
-    """(the .conda file, seconds); BuildFailed with the first error line."""
+                  channels: list[Path], work: Path, variant: Path | None,
+                  cache: Path | None = None) -> tuple[Path, float]:
+    """(the .conda file, seconds); BuildFailed with the first error line. With `cache`, a package
+    built before from the same inputs (cache_key) is taken from cache/packages/ instead."""
     from rattler_build import Stage0Recipe, ToolConfiguration, VariantConfig
 
     folder = work / "recipe"
@@ -106,6 +160,11 @@ def build_package(dependent: Dependent, build: TorchBuild, source: Path, test_fi
     recipe.write_text(json.dumps(recipe_for(dependent, build, source, test_files), indent=1))
     output_dir = work / "output"
     start = time.monotonic()
+    key = cache_key(recipe.read_text(), test_files, build, variant) if cache else ""
+    entry = cache / "packages" / key if key else None
+    hits = sorted(entry.glob("*/*.conda")) if entry else []
+    if hits:
+        return _from_cache(hits[0], output_dir), time.monotonic() - start
     try:
         results = Stage0Recipe.from_file(recipe).run_build(
             variant_config=VariantConfig.from_file(variant) if variant else None,
@@ -113,13 +172,16 @@ def build_package(dependent: Dependent, build: TorchBuild, source: Path, test_fi
             output_dir=output_dir, channels=[str(c) for c in channels], package_format="conda:1")
     except Exception as err:  # rattler-build raises one error type per failing stage
         message = first_error(output_dir, str(err))
-        if "resolve dependencies" in message:  # its solver's detail goes to its log only
+        unsolvable = "resolve dependencies" in message
+        if unsolvable:  # its solver's detail goes to its log only
             message += (f" for {dependent.name}'s build/host requirements: a channel with the compilers, "
                         "python, pip and setuptools is missing (--with-channel)")
-        raise BuildFailed(message) from None
+        raise BuildFailed(message, unsolvable) from None
     packages = [Path(p) for result in results for p in result.packages]
     if not packages:
         raise BuildFailed("rattler-build built no package")
+    if entry:
+        _to_cache(packages[0], entry)
     return packages[0], time.monotonic() - start
 
 

@@ -34,6 +34,7 @@ class Options:
     cache: Path = Path(".")
     variant: Path | None = None
     envs: dict[str, Path] = field(default_factory=dict)  # flavour -> an existing environment to use
+    pkgs: Path | None = None  # rattler's package cache (default: work/pkgs, fresh per run)
 
 
 def error(message: str) -> None:
@@ -48,8 +49,9 @@ class Runner:
     def __init__(self, options: Options) -> None:
         self.options = options
         self.channels = [*options.channels, *options.with_channels]
-        # per run: local builds reuse file names with new contents, a lasting cache could serve stale ones
-        self.pkgs = options.work / "pkgs"
+        # per run unless --pkgs-dir: local builds reuse file names with new contents, a lasting
+        # cache could serve stale ones
+        self.pkgs = options.pkgs or options.work / "pkgs"
 
     def environment(self, key: str, build: TorchBuild, specs: list[str], extra_channels: list[Path] = ()) -> Path:
         prefix = self.options.work / "envs" / key
@@ -66,43 +68,64 @@ class Runner:
             shutil.copy2(dependents_test_dir(self.options.catalog) / name, cwd / name)
         return run_pytest(python, list(dependent.test_files), cwd, env)
 
+    def pip_prefix(self, build: TorchBuild) -> Path:
+        """--env's prefix of this flavour when it holds this very pytorch build, else a fresh
+        environment of the build with pip and pytest."""
+        given = self.options.envs.get(build.flavour)
+        if given and list((given / "conda-meta").glob(f"pytorch-{build.version}-{build.build}.json")):
+            return given
+        if given:
+            print(f"downstream: --env {build.flavour}={given} holds no {build.describe()}; "
+                  "using a fresh environment", file=sys.stderr, flush=True)
+        return self.environment(f"pip-{build.version}-{build.build}", build, ["pip", "pytest"])
+
     def pip_wheel(self, dependent: Dependent, build: TorchBuild, cwd: Path) -> Path:
-        prefix = self.options.envs.get(build.flavour) or self.environment(f"pip-{build.flavour}", build, ["pip", "pytest"])
-        python = prefix / "bin" / "python"
+        python = self.pip_prefix(build) / "bin" / "python"
         extra = [] if not import_error(python, ("pytest",), cwd) else ["pytest"]
         pip_wheel.install(python, dependent, extra, cwd)
         return python
 
-    def conda_package(self, dependent: Dependent, build: TorchBuild, cwd: Path) -> Path:
+    def package(self, dependent: Dependent, build: TorchBuild, folder: Path) -> Path:
+        """The dependent's conda package built against `build` in `folder` (or taken from the
+        cache's packages/, built there before from the same inputs); BuildFailed."""
         source = fetch(dependent.source, self.options.cache)
         test_files = [dependents_test_dir(self.options.catalog) / f for f in dependent.test_files]
         package, _ = conda_package.build_package(dependent, build, source, test_files, self.channels,
-                                                 cwd / "build", self.options.variant)
+                                                 folder, self.options.variant, cache=self.options.cache)
+        return package
+
+    def package_env(self, dependent: Dependent, build: TorchBuild, package: Path, key: str) -> Path:
+        """A fresh environment with this package and that pytorch build; its python.
+        FeedstockError when they cannot be solved together."""
+        prefix = self.environment(key, build, [f"{dependent.name} =={dependent.version}", "pytest",
+                                               *dependent.test_requires], extra_channels=[package.parent.parent])
+        return prefix / "bin" / "python"
+
+    def conda_package(self, dependent: Dependent, build: TorchBuild, cwd: Path) -> Path:
+        package = self.package(dependent, build, cwd / "build")
         if dependent.kind == "conda-sdist":
             pin = libtorch_pin_problem(conda_package.package_depends(package), build.version)
             if pin:
                 raise conda_package.BuildFailed(pin)
-        prefix = self.environment(dependent.name, build,
-                                  [f"{dependent.name} =={dependent.version}", "pytest", *dependent.test_requires],
-                                  extra_channels=[package.parent.parent])
-        return prefix / "bin" / "python"
+        return self.package_env(dependent, build, package, dependent.name)
+
+    def import_and_test(self, dependent: Dependent, python: Path, cwd: Path) -> tuple[str, TestCounts]:
+        """(the import error or '', the test counts: none when it did not import)."""
+        problem = import_error(python, dependent.imports, cwd)
+        return problem, (TestCounts() if problem else self.test(dependent, python, cwd))
 
     def one(self, dependent: Dependent, build: TorchBuild) -> Row:
         row = Row(dependent.name, dependent.version, dependent.how_built, against(build))
-        cwd = self.options.work / dependent.name
-        if cwd.exists():
-            shutil.rmtree(cwd)
-        cwd.mkdir(parents=True)
+        cwd = fresh_folder(self.options.work / dependent.name)
         start = time.monotonic()
         try:
             make = self.pip_wheel if dependent.kind == "pip-wheel" else self.conda_package
             python = make(dependent, build, cwd)
-            problem = import_error(python, dependent.imports, cwd)
+            problem, counts = self.import_and_test(dependent, python, cwd)
             row.imported = "no" if problem else "yes"
             if problem:
                 row.note = problem
             else:
-                counts = self.test(dependent, python, cwd)
                 row.passed, row.failed, row.skipped = counts.passed, counts.failed, counts.skipped
                 row.result = "passed" if counts.failed == 0 and counts.passed > 0 else "failed"
                 row.note = counts.first_failure or ("" if counts.passed else "no test ran")
@@ -110,6 +133,13 @@ class Runner:
             row.note = str(err)
         row.seconds = time.monotonic() - start
         return row
+
+
+def fresh_folder(path: Path) -> Path:
+    if path.exists():
+        shutil.rmtree(path)
+    path.mkdir(parents=True)
+    return path
 
 
 def libtorch_pin_problem(depends: list[str], version: str) -> str:
@@ -140,24 +170,41 @@ def select(dependents: list[Dependent], names: list[str]) -> list[Dependent]:
     return [d for d in dependents if d.name in names]
 
 
+def prepare(options: Options) -> tuple[list[Dependent], Options, list[TorchBuild]]:
+    """(the dependents asked for, the options with indexed views of the channels, every pytorch
+    build of them). The user's channels are only read; the sources of the conda kinds are
+    fetched and checked (sha256) before anything builds. FeedstockError: bad input (2) or a
+    channel without pytorch, a download that failed (3)."""
+    chosen = select(load_catalog(options.catalog), options.names)
+    views, given = options.work / "channels", options.channels
+    options = replace(options, channels=[indexed_view(c, views) for c in options.channels],
+                      with_channels=[indexed_view(c, views) for c in options.with_channels])
+    builds = [build for channel in options.channels for build in torch_builds(channel)]
+    if not builds:
+        raise FeedstockError(f"channel {', '.join(map(str, given))} has no pytorch package; build one into it first "
+                             "(python build-locally.py) or pass --channel", exit_code=EXIT_NO_PYTORCH)
+    return chosen, options, builds
+
+
+def fetch_sources(dependents: list[Dependent], cache: Path) -> None:
+    """Every source in the cache and checked, before anything builds."""
+    for dependent in dependents:
+        if dependent.source is not None:
+            fetch(dependent.source, cache)
+
+
 def run(options: Options) -> tuple[list[Row], int]:
     """(one row per dependent asked for, exit status)."""
     chosen = select(load_catalog(options.catalog), options.names)
     rows: list[Row] = []
     status = 0
     try:
-        # the channels the user named are only read: indexed views of our own stand in for them
-        views, given = options.work / "channels", options.channels
-        options = replace(options, channels=[indexed_view(c, views) for c in options.channels],
-                          with_channels=[indexed_view(c, views) for c in options.with_channels])
-        builds = [build for channel in options.channels for build in torch_builds(channel)]
-        if not builds:
-            raise FeedstockError(f"channel {', '.join(map(str, given))} has no pytorch package; build one into it first "
-                                 "(python build-locally.py) or pass --channel", exit_code=EXIT_NO_PYTORCH)
+        chosen, options, builds = prepare(options)
+        fetch_sources(chosen, options.cache)
     except FeedstockError as err:
         error(str(err))
-        rows += [Row(d.name, d.version, d.how_built, result="skipped", note="no pytorch to run against")
-                 for d in chosen]
+        reason = "no pytorch to run against" if err.exit_code == EXIT_NO_PYTORCH else "not run: see the error line"
+        rows += [Row(d.name, d.version, d.how_built, result="skipped", note=reason) for d in chosen]
         return rows, err.exit_code
     runner = Runner(options)
     for dependent in chosen:

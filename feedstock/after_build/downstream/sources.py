@@ -40,7 +40,7 @@ def fetch(source: Source, cache: Path) -> Path:
                                  f"{source.sha256[:12]}...; fix recipe/dependents.yaml")
         os.replace(partial, target)
     except OSError as err:
-        raise FeedstockError(f"cannot download {source.url}: {err}") from None
+        raise FeedstockError(f"cannot download {source.url}: {err}", exit_code=3) from None
     finally:
         if os.path.exists(partial):
             os.unlink(partial)
