@@ -23,6 +23,7 @@ CATALOG = REPO_ROOT / "recipe" / "dependents.yaml"
 def test_catalog_has_one_dependent_of_each_kind_and_their_test_files():
     dependents = load_catalog(CATALOG)
     assert {d.kind for d in dependents} == {"pip-wheel", "conda-sdist", "conda-wheel"}
+    assert len({d.source.sha256 for d in dependents if d.source}) == 4  # one file each
     for dependent in dependents:
         for name in dependent.test_files:
             assert (dependents_test_dir(CATALOG) / name).is_file(), name
@@ -57,7 +58,7 @@ def test_a_channel_without_pytorch_is_one_line_and_the_table_is_printed(tmp_path
     rows = [line for line in proc.stdout.splitlines() if line.startswith("| ")][1:]
     assert [r.split("|")[1].strip() for r in rows] == [d.name for d in load_catalog(CATALOG)]
     assert all(r.split("|")[10].strip() == "skipped" for r in rows), rows
-    assert proc.stdout.splitlines()[-1] == "downstream: 3 dependents, 0 passed"
+    assert proc.stdout.splitlines()[-1] == f"downstream: {len(rows)} dependents, 0 passed" and len(rows) == 6
 
 
 def test_a_missing_channel_folder_is_one_line(tmp_path):
@@ -70,7 +71,7 @@ def test_a_missing_channel_folder_is_one_line(tmp_path):
 def test_an_unknown_name_is_one_line_before_anything_runs(tmp_path):
     # the channel is not even a folder: the name is refused first, alone
     proc = run_feedstock_cli("downstream", "--channel", str(tmp_path / "nowhere"), "einop", "einops")
-    line = "unknown dependent 'einop'; did you mean einops? known: torchvision, torch-scatter, einops (recipe/dependents.yaml)"
+    line = "unknown dependent 'einop'; did you mean einops? known: torchvision, torchaudio, torch-scatter, torch-cluster, einops, opt-einsum (recipe/dependents.yaml)"
     assert proc.returncode == 2
     assert proc.stderr.splitlines() == [f"error: {line}"]
     assert "| einops " not in proc.stdout

@@ -99,6 +99,21 @@ def test_the_markdown_summary_says_whether_the_bump_breaks_anything():
     assert "- **regression**: einops 1.0: works on 2.13.0, fails on 2.14.1 gpu: why fails" in broken
 
 
+def test_a_conda_wheel_carries_its_torch_spec_as_a_run_constraint_and_a_rebuild_widens_it(tmp_path):
+    einops = next(d for d in load_catalog(REPO_ROOT / "recipe" / "dependents.yaml") if d.name == "einops")
+    wheel = tmp_path / "einops-0.8.2-py3-none-any.whl"
+    import zipfile
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr("einops-0.8.2.dist-info/METADATA", "Name: einops\nRequires-Dist: torch (>=2.0)\n")
+    recipe = recipe_for(einops, CPU_213, wheel, [])
+    assert recipe["requirements"]["run_constraints"] == ["pytorch >=2.0,<2.15"]
+    assert "pytorch >=2.0" in recipe["requirements"]["run"]  # torch is pytorch in a conda channel
+    later = TorchBuild("2.15.0", "cpu_generic_py311_h5_0", "cpu", "3.11")
+    rebuilt = recipe_for(widened(einops, later), later, wheel, [])
+    assert rebuilt["requirements"]["run_constraints"] == ["pytorch >=2.0,<2.15|2.15.*"]
+    assert rebuilt["build"]["number"] == 1  # another file than the first build
+
+
 def test_an_sdist_build_string_names_the_torch_it_was_built_against(tmp_path):
     scatter = next(d for d in load_catalog(REPO_ROOT / "recipe" / "dependents.yaml") if d.name == "torch-scatter")
     assert torch_tag(GPU_2141) == "pt214"

@@ -17,7 +17,7 @@ CPU_JOB = "linux_64_blas_implgenericc_stdlib_version2.17cuda_compiler_versionNon
 
 def test_pytorch_declares_the_catalogs_channel_dependents(repo_root):
     wanted = [d.name for d in load_catalog(repo_root / "recipe" / "dependents.yaml") if d.channel]
-    assert wanted == ["torch-scatter", "einops"]
+    assert wanted == ["torch-scatter", "torch-cluster", "einops", "opt-einsum"]
     pytorch = [o for o in render_ci_config(repo_root, CPU_JOB) if o.name == "pytorch"]
     assert pytorch and all(o.tests.get("downstreams") == wanted for o in pytorch)
     recipe = (repo_root / "recipe" / "recipe.yaml").read_text()
