@@ -14,12 +14,14 @@ import json
 import os
 import re
 import shutil
+import sys
 import time
 import zipfile
 from pathlib import Path
 
 from .catalog import Dependent
 from .channel import TorchBuild
+from .environment import cuda_of
 from .testrun import first_line
 
 _ERROR = re.compile(r"(?:^|\s)(?:error|ERROR|Error)(?::|\s)")
@@ -164,7 +166,14 @@ def build_package(dependent: Dependent, build: TorchBuild, source: Path, test_fi
     entry = cache / "packages" / key if key else None
     hits = sorted(entry.glob("*/*.conda")) if entry else []
     if hits:
+        print(f"downstream: {dependent.name} against {build.describe()}: built before from the same inputs "
+              f"({hits[0]})", file=sys.stderr, flush=True)
         return _from_cache(hits[0], output_dir), time.monotonic() - start
+    # a GPU pytorch depends on __cuda: rattler-build's host solve needs it even without a driver
+    cuda = cuda_of(build)
+    saved = os.environ.get("CONDA_OVERRIDE_CUDA")
+    if cuda:
+        os.environ["CONDA_OVERRIDE_CUDA"] = cuda
     try:
         results = Stage0Recipe.from_file(recipe).run_build(
             variant_config=VariantConfig.from_file(variant) if variant else None,
@@ -177,6 +186,11 @@ def build_package(dependent: Dependent, build: TorchBuild, source: Path, test_fi
             message += (f" for {dependent.name}'s build/host requirements: a channel with the compilers, "
                         "python, pip and setuptools is missing (--with-channel)")
         raise BuildFailed(message, unsolvable) from None
+    finally:
+        if cuda and saved is None:
+            os.environ.pop("CONDA_OVERRIDE_CUDA", None)
+        elif cuda:
+            os.environ["CONDA_OVERRIDE_CUDA"] = saved
     packages = [Path(p) for result in results for p in result.packages]
     if not packages:
         raise BuildFailed("rattler-build built no package")

@@ -63,6 +63,10 @@ class MatrixRunner:
             raise found
         return found
 
+    @staticmethod
+    def env_key(dependent: Dependent, column: Column) -> str:
+        return f"{_safe(dependent.name)}-{_safe(column.label)}"
+
     def tested(self, dependent: Dependent, python: Path, cwd: Path, good: str, reason: str) -> Cell:
         """`good` (works or rebuilt) when it imports and its tests pass, else fails."""
         problem, counts = self.runner.import_and_test(dependent, python, cwd)
@@ -91,7 +95,7 @@ class MatrixRunner:
             try:
                 package = (self.home_package(dependent, home) if home else
                            self.runner.package(dependent, column.build, cwd / "build"))
-                python = self.runner.package_env(dependent, column.build, package, cwd.name)
+                python = self.runner.package_env(dependent, column.build, package, self.env_key(dependent, column))
             except conda_package.BuildFailed as err:
                 return Cell(FAILS if err.unsolvable else NEEDS_RELEASE,
                             f"does not build against {column.build.describe()}: {err}")
@@ -102,7 +106,7 @@ class MatrixRunner:
         try:
             package = self.home_package(dependent, home)
             try:
-                python = self.runner.package_env(dependent, column.build, package, cwd.name)
+                python = self.runner.package_env(dependent, column.build, package, self.env_key(dependent, column))
                 return self.tested(dependent, python, cwd, WORKS, "")
             except FeedstockError:  # its pins exclude this build: the solve fails
                 excluded = f"its package for {home.version} needs {torch_pins(package)}"
@@ -111,7 +115,7 @@ class MatrixRunner:
         rebuild = widened(dependent, column.build) if dependent.kind == "conda-wheel" else dependent
         try:
             package = self.runner.package(rebuild, column.build, cwd / "build")
-            python = self.runner.package_env(rebuild, column.build, package, cwd.name)
+            python = self.runner.package_env(rebuild, column.build, package, self.env_key(dependent, column))
         except conda_package.BuildFailed as err:
             return Cell(FAILS if err.unsolvable else NEEDS_RELEASE,
                         f"{excluded}; the rebuild against {column.version} fails: {err}")
