@@ -43,7 +43,9 @@ Check the recipe: every selector parses and names known things, every patch list
 meta.yaml exists and every file under recipe/patches is listed, zip_keys groups have equal
 lengths on every platform, every output has a test and no test command negated with '!'
 (conda-build's set -e ignores it), .ci_support/ and the workflow are current, build strings
-are unique across the matrix, and the build driver accepts every config's variant.
+are unique across the matrix, the build driver accepts every config's variant, and every
+dependent a channel would carry (recipe/dependents.yaml, channel: true) bounds pytorch and
+libtorch from above (a conda-sdist through the run_exports, a wheel through its torch spec).
 Prints one line per finding; exit 1 if any."""
 
 

@@ -255,3 +255,48 @@ def test_a_job_file_that_is_not_utf8_is_a_stale_file_finding(feedstock_copy):
     proc = run_feedstock_cli("lint", root=feedstock_copy)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert f".ci_support/{job.name}" in proc.stdout and "rerender" in proc.stdout
+
+
+# --- upper bounds of the dependents a channel carries (recipe/dependents.yaml, channel: true) -----
+
+@pytest.mark.parametrize("spec, bounded", [
+    ("2.13.*", True), (">=2.0,<2.15", True), ("<=2.14", True), ("2.13.0", True), ("==2.13.0", True),
+    ("~=2.13", True), (">=2.13.0,<2.14.0a0", True), (">=2.0", False), ("*", False), (">=2.0,!=2.5.0", False),
+    (">=2.0,<2.15|2.15.*", True), (">=2.0,<2.15|>=2.16", False), ("", False),
+])
+def test_upper_bounded(spec, bounded):
+    from feedstock.before_build.checks.dependent_bounds import upper_bounded
+
+    assert upper_bounded(spec) is bounded
+
+
+def test_a_channel_wheel_dependent_without_an_upper_bound_is_a_finding(feedstock_copy):
+    catalog = feedstock_copy / "recipe" / "dependents.yaml"
+    text = catalog.read_text()
+    assert text.count('torch: ">=2.0,<2.15"') == 2
+    catalog.write_text(text.replace('torch: ">=2.0,<2.15"', 'torch: ">=2.0"', 1))
+    proc = lint(feedstock_copy)
+    assert proc.returncode == 1
+    assert proc.stdout.splitlines().count(
+        "recipe/dependents.yaml: einops (channel: true) has torch '>=2.0', no upper bound: its package's pytorch "
+        "run constraint would admit every future pytorch; bound it (e.g. '>=2.0,<2.15') and lift it when "
+        "`downstream --compare` says it works") == 1, proc.stdout
+    assert "opt-einsum" not in proc.stdout  # still bounded
+    # a dependent no channel carries needs no bound
+    catalog.write_text(text.replace("    channel: true\n\n  - name: opt-einsum", "    channel: false\n\n  - name: opt-einsum")
+                       .replace('torch: ">=2.0,<2.15"', 'torch: ">=2.0"', 1))
+    assert "einops" not in lint(feedstock_copy).stdout
+
+
+def test_an_sdist_dependent_is_bounded_by_the_run_exports(feedstock_copy):
+    meta = feedstock_copy / "recipe" / "meta.yaml"
+    text = meta.read_text()
+    pin = "{{ pin_subpackage('libtorch', max_pin='x.x') }}"
+    assert text.count(pin) == 2  # libtorch's and pytorch's run_exports
+    meta.write_text(text.replace(pin, pin.replace("max_pin='x.x'", "max_pin=None")))
+    proc = lint(feedstock_copy)
+    assert proc.returncode == 1
+    for name in ("torch-scatter", "torch-cluster"):
+        assert (f"recipe/dependents.yaml: {name} (channel: true, built against our libtorch): the run_exports "
+                f"pin 'libtorch >={RECIPE_VERSION}' has no upper bound; use max_pin='x.x' (no stable C++ ABI)"
+                in proc.stdout.splitlines()), proc.stdout
