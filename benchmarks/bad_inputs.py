@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -39,6 +40,7 @@ from typing import Callable
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from tests.support.fake_conda_package import write_metadata_package  # noqa: E402
 from tests.support.feedstock_copy import copy_feedstock  # noqa: E402
 
 # what the commands read: the feedstock's inputs and build-locally's own tree
@@ -179,6 +181,7 @@ def all_cases() -> list[Case]:
         cbc: ("non-utf8", "unknown-selector", "folder"), "conda-forge.yml": ("non-utf8", "unknown-key")})
     cases += _files("feedstock render", ("render", CPU_CONFIG), {job: YAML_BREAKAGES, meta: YAML_BREAKAGES})
     cases += _files("feedstock lint", ("lint",), {
+        "recipe/dependents.yaml": ("non-utf8", "empty", "truncated", "binary", "folder"),
         cbc: ("non-utf8", "binary", "folder", "symlink-loop", "unknown-selector"),
         "conda-forge.yml": ("non-utf8", "unknown-key", "truncated"),
         job: ("non-utf8", "empty", "folder")})
@@ -226,6 +229,20 @@ def all_cases() -> list[Case]:
         ("downstream", "--env", "cpu", "--channel", "{work}/channel"),
         ("downstream", "--env", "purple={work}/nowhere"),
         ("downstream", "--catalog", "{work}/nowhere.yaml", "--channel", "{work}/channel"),
+        # issue 28: --compare against a channel of one pytorch, a torch spec that is no version
+        # spec, a source whose sha256 does not match (plain and --matrix), the matrix options
+        ("downstream", "--compare", "2.13.0", "2.14.1", "--channel", "{work}/onetorch", "--work", "{work}/dswork"),
+        ("downstream", "--compare", "2.13.0", "2.14.1", "--channel", "{work}/onetorch", "--summary", "{work}/env.yml"),
+        ("downstream", "--catalog", "{work}/badspec.yaml", "--channel", "{work}/onetorch", "--matrix"),
+        ("downstream", "--catalog", "{work}/badsha.yaml", "--channel", "{work}/onetorch", "--cache", "{work}/dscache",
+         "--work", "{work}/dswork"),
+        ("downstream", "--catalog", "{work}/badsha.yaml", "--channel", "{work}/onetorch", "--cache", "{work}/dscache",
+         "--work", "{work}/dswork", "--matrix", "--json", "{work}/m.json", "--summary", "{work}/requirements.txt"),
+        ("downstream", "--compare", "2.13.0", "2.13.0", "--channel", "{work}/onetorch"),
+        ("downstream", "--compare", "2.13.0", ">=2.14", "--channel", "{work}/onetorch"),
+        ("downstream", "--compare", "2.13.0", "--channel", "{work}/onetorch"),
+        ("downstream", "--summary", "{work}/s.md", "--channel", "{work}/onetorch"),
+        ("downstream", "--matrix", "--summary", "{work}/source", "--channel", "{work}/onetorch"),
         (*image[:-2], "--output", "{work}/image-out", "--flavour", "cpu"),
         ("image", "--channel", "{work}/channel", "--flavour", "purple", "--python", "3.12", "--output", "{work}/o"),
         ("image", "--channel", "{work}/channel", "--flavour", "cpu", "--python", "2.7", "--output", "{work}/o"),
@@ -326,6 +343,15 @@ def make_scratch(base: Path) -> tuple[Path, Path]:
     (work / "torch.whl").write_bytes(b"PK\x05\x06" + b"\0" * 18)   # an empty zip
     (work / "source").mkdir()
     (work / "source" / "version.txt").write_text("9.9.9\n")
+    # downstream --compare: a channel that lists one pytorch (a metadata-only package); catalogs
+    # with a torch spec that is no version spec and with a source whose sha256 does not match
+    write_metadata_package(work / "onetorch", "pytorch", "2.13.0", "cpu_generic_py311_h0000000_0")
+    wheel = work / "tiny-1.0-py3-none-any.whl"
+    wheel.write_bytes(b"PK\x05\x06" + b"\0" * 18)
+    entry = {"name": "tiny", "version": "1.0", "kind": "conda-wheel", "flavour": "any", "torch": ">=2.0,<3",
+             "source": {"url": wheel.as_uri(), "sha256": "0" * 64}, "imports": ["tiny"], "tests": {"pyargs": ["tiny"]}}
+    (work / "badsha.yaml").write_text(json.dumps({"dependents": [entry]}))
+    (work / "badspec.yaml").write_text(json.dumps({"dependents": [{**entry, "torch": "torch>=2.0"}]}))
     return tree, work
 
 

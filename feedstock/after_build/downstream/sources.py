@@ -28,6 +28,7 @@ def fetch(source: Source, cache: Path) -> Path:
     target = cache / "sources" / source.sha256[:16] / source.file_name
     if target.is_file() and sha256_of(target) == source.sha256:
         return target
+    made = [folder for folder in (target.parent, *target.parent.parents) if not folder.exists()]
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, partial = tempfile.mkstemp(dir=target.parent, prefix=".partial-")
     try:
@@ -44,4 +45,7 @@ def fetch(source: Source, cache: Path) -> Path:
     finally:
         if os.path.exists(partial):
             os.unlink(partial)
+        if not target.is_file():  # nothing of a failed download stays, not even its folders
+            for folder in made:  # innermost first
+                folder.rmdir()
     return target
