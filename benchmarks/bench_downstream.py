@@ -14,6 +14,16 @@ pip virtual environment of the same torch.
 Each dependent's time covers its install or build and its tests, not the making of the base
 environment. Last line: `downstream: N dependents, M passed; time ratio X.XX` (ours / pip,
 summed over the dependents both sides ran; M counts ours).
+
+With --matrix: `feedstock downstream --matrix` (every dependent against every pytorch build of
+the channels, one process, packages and environments shared), then the same cells run one by
+one (each applicable cell a run of its own: a fresh work folder, package cache and, unless
+--pkgs-dir, rattler cache). Prints the matrix, then per cell the two times; last line:
+`downstream: D dependents x P pytorch builds; W works, R rebuilt, N needs release, F fails;
+time ratio X.XX` (the matrix's wall time / the sum of the one-by-one runs).
+
+    .venv/bin/python benchmarks/bench_downstream.py --matrix --channel CPU_CH --channel GPU_CH \
+        --with-channel TOOLS_CH ... --variant JOB.yaml --env gpu=PREFIX [--pkgs-dir DIR] [NAME ...]
 """
 from __future__ import annotations
 
@@ -24,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -80,6 +91,55 @@ def dependent_file(name: str) -> Path:
     return dependents_test_dir(CATALOG) / name
 
 
+def matrix_bench(options: Options, work: Path) -> int:
+    """The matrix, then its applicable cells one by one; the issue's last line."""
+    from feedstock.after_build.downstream.matrix_run import run_matrix
+    from feedstock.after_build.downstream.matrix_table import format_matrix
+
+    options.work, options.cache = work / "matrix", work / "cache-matrix"
+    _share_sources(options.cache)
+    start = time.monotonic()
+    matrix, status = run_matrix(options)
+    matrix_seconds = time.monotonic() - start
+    print(format_matrix(matrix), flush=True)
+    alone_total = 0.0
+    print(f"{'cell':<40} {'matrix':>8} {'alone':>8}  kind (alone)")
+    for row in matrix.rows:
+        for column, cell in zip(matrix.columns, row.cells):
+            if cell.kind == "n/a":
+                continue
+            name = f"{row.name}-{column.label}".replace(" ", "_")
+            one = replace(options, names=[row.name], work=work / "alone" / name, cache=work / "cache-alone" / name,
+                          package_cache=False)
+            _share_sources(one.cache)
+            start = time.monotonic()
+            alone, _ = run_matrix(one, labels=[column.label])
+            seconds = time.monotonic() - start
+            alone_total += seconds
+            print(f"{row.name + ' on ' + column.label:<40} {cell.seconds:>7.0f}s {seconds:>7.0f}s  "
+                  f"{cell.kind} ({alone.rows[0].cells[0].kind})", flush=True)
+    counts = matrix.counts()
+    ratio = matrix_seconds / alone_total if alone_total else float("nan")
+    print(f"downstream: {len(matrix.rows)} dependents x {len(matrix.columns)} pytorch builds; "
+          f"{counts['works']} works, {counts['rebuilt']} rebuilt, {counts['needs release']} needs release, "
+          f"{counts['fails']} fails; time ratio {ratio:.2f}")
+    return status
+
+
+def _share_sources(cache: Path) -> None:
+    """The PyPI downloads of the default cache, linked in: the runs share them, not their packages."""
+    source = default_cache() / "sources"
+    if source.is_dir():
+        shutil.copytree(source, cache / "sources", copy_function=_link_or_copy, dirs_exist_ok=True)
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:  # another filesystem
+        shutil.copy2(src, dst)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("names", nargs="*")
@@ -93,12 +153,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--python", default=shutil.which("python3.11") or sys.executable,
                         help="the interpreter of the venvs (the wheels are cp311)")
     parser.add_argument("--work", type=Path)
+    parser.add_argument("--matrix", action="store_true",
+                        help="the matrix against every pytorch build, then its cells one by one")
+    parser.add_argument("--pkgs-dir", type=Path, help="rattler's package cache for every run (--matrix)")
     args = parser.parse_args(argv)
     work = args.work or Path(tempfile.mkdtemp(prefix="bench-downstream-"))
     cache = default_cache()
     envs = {k: Path(v) for k, _, v in (e.partition("=") for e in args.env)}
     options = Options(catalog=CATALOG, channels=args.channel, with_channels=args.with_channel, names=args.names,
-                      work=work / "ours", cache=cache, variant=args.variant, envs=envs)
+                      work=work / "ours", cache=cache, variant=args.variant, envs=envs, pkgs=args.pkgs_dir)
+    if args.matrix:
+        return matrix_bench(options, work)
     rows, _ = run(options)
     catalog = {d.name: d for d in load_catalog(CATALOG)}
     venvs = {k: Path(v) for k, _, v in (e.partition("=") for e in args.venv)}

@@ -143,9 +143,11 @@ class MatrixRunner:
         return cell
 
 
-def run_matrix(options: Options, versions: list[str] | None = None) -> tuple[Matrix, int]:
+def run_matrix(options: Options, versions: list[str] | None = None,
+               labels: list[str] | None = None) -> tuple[Matrix, int]:
     """(the matrix, exit status). With `versions` (--compare OLD NEW) only those columns, and
-    both must be in the channels. Status: 1 when a dependent that works on the old version is
+    both must be in the channels; with `labels` ("2.14.1 gpu"), only those columns (one cell
+    at a time, for the benchmark). Status: 1 when a dependent that works on the old version is
     anything but works or rebuilt on the new one (regressions), 2/3 as a plain run."""
     chosen, options, builds = prepare(options)
     if versions:
@@ -156,9 +158,9 @@ def run_matrix(options: Options, versions: list[str] | None = None) -> tuple[Mat
                                  f"build {', '.join(missing)} into a channel and pass it with --channel",
                                  exit_code=EXIT_NO_PYTORCH)
     fetch_sources(chosen, options.cache)
-    columns = columns_of(builds, versions)
+    columns = [c for c in columns_of(builds, versions) if labels is None or c.label in labels]
     matrix = Matrix(columns)
-    matrix.old, matrix.new = (versions[0], versions[1]) if versions else old_and_new(columns)
+    matrix.old, matrix.new = (versions[0], versions[-1]) if versions else old_and_new(columns)
     runner = MatrixRunner(Runner(options), columns)
     for dependent in chosen:
         row = MatrixRow(dependent.name, dependent.version, dependent.how_built)

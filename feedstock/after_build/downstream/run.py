@@ -35,6 +35,7 @@ class Options:
     variant: Path | None = None
     envs: dict[str, Path] = field(default_factory=dict)  # flavour -> an existing environment to use
     pkgs: Path | None = None  # rattler's package cache (default: work/pkgs, fresh per run)
+    package_cache: bool = True  # reuse a dependent's package built before from the same inputs (cache/packages)
 
 
 def error(message: str) -> None:
@@ -91,7 +92,8 @@ class Runner:
         source = fetch(dependent.source, self.options.cache)
         test_files = [dependents_test_dir(self.options.catalog) / f for f in dependent.test_files]
         package, _ = conda_package.build_package(dependent, build, source, test_files, self.channels,
-                                                 folder, self.options.variant, cache=self.options.cache)
+                                                 folder, self.options.variant,
+                                                 cache=self.options.cache if self.options.package_cache else None)
         return package
 
     def package_env(self, dependent: Dependent, build: TorchBuild, package: Path, key: str) -> Path:
