@@ -193,3 +193,72 @@ def test_a_source_whose_sha256_does_not_match_is_one_line_before_anything_builds
         assert "Traceback" not in proc.stderr
         assert not list((tmp_path / "cache").rglob("*.whl")) and not list((tmp_path / "w").rglob("output"))
     assert wheel.read_bytes() == b"not the catalog's file"
+
+
+# --- how a conda kind's cell is decided (the builds and installs stubbed; the real ones run in
+# tests/realbuild/test_dependents_matrix.py) ---------------------------------------------------
+
+class StubRunner:
+    """Builds succeed or fail per pytorch version; an install fails where the package's torch
+    x.y is not the environment's (what libtorch's run_exports do); tests pass unless told."""
+
+    def __init__(self, work: Path, failing_builds=(), failing_tests=()):
+        from types import SimpleNamespace
+
+        self.options = SimpleNamespace(work=work)
+        self.failing_builds, self.failing_tests, self.built = failing_builds, failing_tests, []
+
+    def package(self, dependent, build, folder):
+        from feedstock.after_build.downstream.conda_package import BuildFailed
+
+        self.built.append(build.version)
+        if build.version in self.failing_builds:
+            raise BuildFailed(f"x.cpp:1:1: error: no member against {build.version}")
+        return Path(f"pkg-for-{build.version}")
+
+    def package_env(self, dependent, build, package, key):
+        if dependent.kind == "conda-sdist" and package.name != f"pkg-for-{build.version}":
+            raise FeedstockError("cannot solve torch-scatter ==2.1.2, pytorch ==...")
+        return Path("python")
+
+    def import_and_test(self, dependent, python, cwd):
+        from feedstock.after_build.downstream.testrun import TestCounts
+
+        if dependent.name in self.failing_tests:
+            return "", TestCounts(passed=3, failed=1, first_failure="test_x: AssertionError")
+        return "", TestCounts(passed=5)
+
+
+@pytest.mark.parametrize("failing_builds, failing_tests, kinds, reason", [
+    ((), (), ["works", "rebuilt"], "its package for 2.13.0 needs libtorch >=2.13.0,<2.14.0a0; rebuilt against 2.14.1"),
+    (("2.14.1",), (), ["works", "needs release"],
+     "its package for 2.13.0 needs libtorch >=2.13.0,<2.14.0a0; the rebuild against 2.14.1 fails: "
+     "x.cpp:1:1: error: no member against 2.14.1"),
+    ((), ("torch-scatter",), ["fails", "fails"], "its package for 2.13.0 needs libtorch >=2.13.0,<2.14.0a0; "
+                                                   "rebuilt against 2.14.1; test_x: AssertionError"),
+    (("2.13.0",), (), ["needs release", "rebuilt"], None),
+])
+def test_an_sdist_is_built_once_at_home_then_installed_or_rebuilt(tmp_path, monkeypatch, failing_builds,
+                                                                 failing_tests, kinds, reason):
+    from feedstock.after_build.downstream import matrix_run
+
+    monkeypatch.setattr(matrix_run, "torch_pins", lambda package: "libtorch >=2.13.0,<2.14.0a0")
+    scatter = next(d for d in load_catalog(REPO_ROOT / "recipe" / "dependents.yaml") if d.name == "torch-scatter")
+    stub = StubRunner(tmp_path, failing_builds, failing_tests)
+    runner = matrix_run.MatrixRunner(stub, columns_of([CPU_213, GPU_2141]))
+    cells = [runner.cell(scatter, column) for column in runner.columns]
+    assert [c.kind for c in cells] == kinds
+    if reason:
+        assert cells[1].reason == reason
+    assert stub.built == ["2.13.0", "2.14.1"]  # the home build once, the rebuild once
+
+
+def test_a_wheel_outside_its_pairing_needs_a_release_without_running_pip(tmp_path):
+    from feedstock.after_build.downstream import matrix_run
+
+    audio = next(d for d in load_catalog(REPO_ROOT / "recipe" / "dependents.yaml") if d.name == "torchaudio")
+    runner = matrix_run.MatrixRunner(StubRunner(tmp_path), columns_of([CPU_213, GPU_2141]))
+    cpu, gpu = (runner.cell(audio, column) for column in runner.columns)
+    assert (cpu.kind, gpu.kind) == ("n/a", "needs release")
+    assert gpu.reason == ("torchaudio 2.11.0 pairs with pytorch 2.11.* (its entry's torch); "
+                          "no release of it for 2.14.1 is known")
