@@ -27,6 +27,7 @@ class TorchBuild:
     flavour: str   # cpu, gpu or rocm
     python: str    # "3.11"
     sha256: str = field(default="", compare=False)  # of the package file: keys the built-package cache
+    channel: Path | None = field(default=None, compare=False)  # the (indexed) channel that holds it
 
     def describe(self) -> str:
         return f"pytorch {self.version} {self.build}"
@@ -82,8 +83,15 @@ def torch_builds(channel: Path) -> list[TorchBuild]:
                 match = re.search(r"_py(\d)(\d+)t?_", record["build"])
                 python = f"{match.group(1)}.{match.group(2)}" if match else ""
                 found.append(TorchBuild(record["version"], record["build"], flavour_of(record["build"]), python,
-                                        record.get("sha256") or ""))
+                                        record.get("sha256") or "", channel))
     return sorted(set(found), key=lambda b: (b.flavour, b.version, b.build))
+
+
+def first_for(build: TorchBuild, channels: list[Path]) -> list[Path]:
+    """The channels with the one that holds `build` first: solvers give the first channel that
+    has a package name all of that name (strict priority), so a CPU build's channel ahead of a
+    GPU build's would hide the GPU build's libtorch."""
+    return sorted(channels, key=lambda c: c != build.channel)
 
 
 def matching(builds: list[TorchBuild], flavour: str, torch_spec: str) -> list[TorchBuild]:

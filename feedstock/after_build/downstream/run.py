@@ -15,7 +15,7 @@ from ...errors import FeedstockError
 from localbuild.suggest import close_names
 from . import conda_package, pip_wheel
 from .catalog import Dependent, load_catalog, dependents_test_dir
-from .channel import TorchBuild, indexed_view, matching, torch_builds
+from .channel import TorchBuild, first_for, indexed_view, matching, torch_builds
 from .environment import cuda_of, install, torch_specs
 from .sources import fetch
 from .table import Row
@@ -58,7 +58,8 @@ class Runner:
         prefix = self.options.work / "envs" / key
         if prefix.exists():
             shutil.rmtree(prefix)
-        install([*extra_channels, *self.channels], [*torch_specs(build), *specs], prefix, self.pkgs, cuda_of(build))
+        install([*extra_channels, *first_for(build, self.channels)], [*torch_specs(build), *specs], prefix, self.pkgs,
+                cuda_of(build))
         return prefix
 
     def test(self, dependent: Dependent, python: Path, cwd: Path) -> TestCounts:
@@ -91,7 +92,7 @@ class Runner:
         cache's packages/, built there before from the same inputs); BuildFailed."""
         source = fetch(dependent.source, self.options.cache)
         test_files = [dependents_test_dir(self.options.catalog) / f for f in dependent.test_files]
-        package, _ = conda_package.build_package(dependent, build, source, test_files, self.channels,
+        package, _ = conda_package.build_package(dependent, build, source, test_files, first_for(build, self.channels),
                                                  folder, self.options.variant,
                                                  cache=self.options.cache if self.options.package_cache else None)
         return package

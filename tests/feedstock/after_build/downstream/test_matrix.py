@@ -262,3 +262,15 @@ def test_a_wheel_outside_its_pairing_needs_a_release_without_running_pip(tmp_pat
     assert (cpu.kind, gpu.kind) == ("n/a", "needs release")
     assert gpu.reason == ("torchaudio 2.11.0 pairs with pytorch 2.11.* (its entry's torch); "
                           "no release of it for 2.14.1 is known")
+
+
+def test_the_channel_of_the_build_comes_first():
+    """Solvers take a package name from the first channel that has it (strict priority): the
+    CPU channel ahead would hide the GPU build's libtorch (the real matrix found it so)."""
+    from dataclasses import replace
+
+    from feedstock.after_build.downstream.channel import first_for
+
+    cpu, gpu, tools = Path("cpu"), Path("gpu"), Path("tools")
+    assert first_for(replace(GPU_2141, channel=gpu), [cpu, gpu, tools]) == [gpu, cpu, tools]
+    assert first_for(replace(CPU_213, channel=cpu), [cpu, gpu, tools]) == [cpu, gpu, tools]
