@@ -274,3 +274,27 @@ def test_the_channel_of_the_build_comes_first():
     cpu, gpu, tools = Path("cpu"), Path("gpu"), Path("tools")
     assert first_for(replace(GPU_2141, channel=gpu), [cpu, gpu, tools]) == [gpu, cpu, tools]
     assert first_for(replace(CPU_213, channel=cpu), [cpu, gpu, tools]) == [cpu, gpu, tools]
+
+
+def test_a_gpu_build_solves_behind_a_cpu_channel(tmp_path):
+    """rattler's real solver and installer on metadata-only packages: a CPU channel with
+    libtorch/pytorch 2.13.0 named first, the GPU channel with 2.14.1 second. The environment of
+    the GPU build solves because its channel goes first (before the fix: `libtorch
+    >=2.14.1,<2.15.0a0 ... no viable options`)."""
+    from feedstock.after_build.downstream.channel import indexed_view, torch_builds
+    from feedstock.after_build.downstream.run import Options, Runner
+
+    cpu, gpu = tmp_path / "cpu", tmp_path / "gpu"
+    write_metadata_package(cpu, "python", "3.11.7", "h0_0")
+    write_metadata_package(cpu, "libtorch", "2.13.0", "cpu_generic_h1_0")
+    write_metadata_package(cpu, "pytorch", "2.13.0", CPU_213.build, depends=("libtorch 2.13.0", "python 3.11.*"))
+    write_metadata_package(gpu, "libtorch", "2.14.1", "cuda130_generic_h2_200")
+    write_metadata_package(gpu, "pytorch", "2.14.1", GPU_2141.build, depends=("libtorch >=2.14.1,<2.15.0a0",
+                                                                               "python 3.11.*"))
+    views = [indexed_view(c, tmp_path / "views") for c in (cpu, gpu)]
+    runner = Runner(Options(catalog=tmp_path / "unused.yaml", channels=views, work=tmp_path / "work"))
+    [build] = [b for b in torch_builds(views[1]) if b.flavour == "gpu"]
+    prefix = runner.environment("gpu", build, [])
+    assert sorted(p.name for p in (prefix / "conda-meta").glob("*.json")) == [
+        "libtorch-2.14.1-cuda130_generic_h2_200.json", "python-3.11.7-h0_0.json",
+        f"pytorch-2.14.1-{GPU_2141.build}.json"]
