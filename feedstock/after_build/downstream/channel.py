@@ -95,9 +95,11 @@ def first_for(build: TorchBuild, channels: list[Path]) -> list[Path]:
 
 
 def matching(builds: list[TorchBuild], flavour: str, torch_spec: str) -> list[TorchBuild]:
-    """The builds of this flavour ("any": every one, CPU first) whose version fits the spec."""
+    """The builds of this flavour ("any": every one, CPU first) whose version fits the spec, the
+    newest first (compared as versions: as text, 2.9.0 would come after 2.13.0)."""
     from rattler import Version, VersionSpec
 
     spec = VersionSpec(torch_spec)
     fits = [b for b in builds if spec.matches(Version(b.version)) and flavour in ("any", b.flavour)]
-    return sorted(fits, key=lambda b: (b.flavour != "cpu", b.version))
+    fits.sort(key=lambda b: Version(b.version), reverse=True)
+    return sorted(fits, key=lambda b: b.flavour != "cpu")   # stable: newest first within each group

@@ -93,6 +93,12 @@ def test_flavours_and_cuda_from_build_strings():
     assert matching([gpu, cpu], "gpu", "2.13.*") == []
 
 
+def test_the_newest_fitting_build_comes_first_compared_as_versions():
+    builds = [TorchBuild(v, f"cpu_generic_py311_h{i}_0", "cpu", "3.11") for i, v in enumerate(("2.9.0", "2.13.0", "2.10.1"))]
+    assert [b.version for b in matching(builds, "cpu", ">=2.0")] == ["2.13.0", "2.10.1", "2.9.0"]
+    assert [b.version for b in matching(builds, "cpu", "<2.13")] == ["2.10.1", "2.9.0"]
+
+
 def test_libtorch_pin_is_what_libtorchs_run_exports_give():
     assert libtorch_pin_problem(["python >=3.11,<3.12.0a0", "libtorch >=2.13.0,<2.14.0a0"], "2.13.0") == ""
     problem = libtorch_pin_problem(["python", "pytorch >=2.13.0"], "2.13.0")
