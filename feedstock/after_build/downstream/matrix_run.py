@@ -157,7 +157,7 @@ def run_matrix(options: Options, versions: list[str] | None = None,
             raise FeedstockError(f"--compare {' '.join(versions)}: the channels hold pytorch {', '.join(have)} only; "
                                  f"build {', '.join(missing)} into a channel and pass it with --channel",
                                  exit_code=EXIT_NO_PYTORCH)
-    fetch_sources(chosen, options.cache)
+    fetch_sources(chosen, options.cache, options.catalog)
     columns = [c for c in columns_of(builds, versions) if labels is None or c.label in labels]
     matrix = Matrix(columns)
     matrix.old, matrix.new = (versions[0], versions[-1]) if versions else old_and_new(columns)

@@ -90,7 +90,7 @@ class Runner:
     def package(self, dependent: Dependent, build: TorchBuild, folder: Path) -> Path:
         """The dependent's conda package built against `build` in `folder` (or taken from the
         cache's packages/, built there before from the same inputs); BuildFailed."""
-        source = fetch(dependent.source, self.options.cache)
+        source = fetch(dependent.source, self.options.cache, self.options.catalog)
         test_files = [dependents_test_dir(self.options.catalog) / f for f in dependent.test_files]
         package, _ = conda_package.build_package(dependent, build, source, test_files, first_for(build, self.channels),
                                                  folder, self.options.variant,
@@ -189,11 +189,11 @@ def prepare(options: Options) -> tuple[list[Dependent], Options, list[TorchBuild
     return chosen, options, builds
 
 
-def fetch_sources(dependents: list[Dependent], cache: Path) -> None:
-    """Every source in the cache and checked, before anything builds."""
+def fetch_sources(dependents: list[Dependent], cache: Path, catalog: Path) -> None:
+    """Every source in the cache and checked against `catalog`, before anything builds."""
     for dependent in dependents:
         if dependent.source is not None:
-            fetch(dependent.source, cache)
+            fetch(dependent.source, cache, catalog)
 
 
 def run(options: Options) -> tuple[list[Row], int]:
@@ -203,7 +203,7 @@ def run(options: Options) -> tuple[list[Row], int]:
     status = 0
     try:
         chosen, options, builds = prepare(options)
-        fetch_sources(chosen, options.cache)
+        fetch_sources(chosen, options.cache, options.catalog)
     except FeedstockError as err:
         error(str(err))
         reason = "no pytorch to run against" if err.exit_code == EXIT_NO_PYTORCH else "not run: see the error line"

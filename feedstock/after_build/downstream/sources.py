@@ -10,7 +10,7 @@ from pathlib import Path
 from localbuild.source_tarball import sha256_of
 
 from ...errors import FeedstockError
-from .catalog import Source
+from .catalog import CATALOG, Source
 
 
 def default_cache() -> Path:
@@ -23,8 +23,9 @@ def default_cache() -> Path:
     return base / "downstream"
 
 
-def fetch(source: Source, cache: Path) -> Path:
-    """The file in the cache, downloaded first if it is not there."""
+def fetch(source: Source, cache: Path, catalog: Path = CATALOG) -> Path:
+    """The file in the cache, downloaded first if it is not there; a sha256 that is not the one of
+    `catalog` (the dependents file the source came from) is bad input naming that file."""
     target = cache / "sources" / source.sha256[:16] / source.file_name
     if target.is_file() and sha256_of(target) == source.sha256:
         return target
@@ -38,7 +39,7 @@ def fetch(source: Source, cache: Path) -> Path:
         got = sha256_of(Path(partial))
         if got != source.sha256:
             raise FeedstockError(f"{source.file_name}: sha256 {got[:12]}... is not the catalog's "
-                                 f"{source.sha256[:12]}...; fix recipe/dependents.yaml")
+                                 f"{source.sha256[:12]}...; fix {catalog}")
         os.replace(partial, target)
     except OSError as err:
         raise FeedstockError(f"cannot download {source.url}: {err}", exit_code=3) from None

@@ -189,7 +189,7 @@ def test_a_source_whose_sha256_does_not_match_is_one_line_before_anything_builds
         assert proc.returncode == 2, proc.stderr
         errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
         assert errors == [f"error: {wheel.name}: sha256 {__import__('hashlib').sha256(wheel.read_bytes()).hexdigest()[:12]}... "
-                          "is not the catalog's 000000000000...; fix recipe/dependents.yaml"], proc.stderr
+                          f"is not the catalog's 000000000000...; fix {catalog}"], proc.stderr
         assert "Traceback" not in proc.stderr
         assert not list((tmp_path / "cache").rglob("*.whl")) and not list((tmp_path / "w").rglob("output"))
     assert wheel.read_bytes() == b"not the catalog's file"
