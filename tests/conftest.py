@@ -189,6 +189,30 @@ def cudawheel(realbuild_toolchain: dict, cuda_torch_wheel: Path, pytorch_cmakeca
     return {**shared, "records": records}
 
 
+
+ROCM_PACKAGE_ARCH = "gfx90a;gfx1030"   # both known to Debian's HIP 5.2 clang (megabuild_harness.ROCM_TEST_ARCH)
+
+
+@pytest.fixture(scope="session")
+def rocmbuild(realbuild_toolchain: dict, torch_wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """The test project's ROCm 7.2 packages (libtorch, pytorch for 3.12, pytorch-rocm), built by
+    rattler-build from the feedstock's recipe with this machine's hipcc for ROCM_PACKAGE_ARCH
+    (tests/realbuild/rocm_job.py); skips without hipcc. Built once for the run.
+
+    Keys: work, build, channels (built, toolchain), arch, python, variant, recipe."""
+    from tests.realbuild.rocm_job import rocm_packages
+    from tests.support.shared_fixture import build_once
+    from tests.support.toolchain import ToolchainUnavailable
+
+    def build(work: Path) -> dict:
+        try:
+            return rocm_packages(realbuild_toolchain["toolchain"], realbuild_toolchain["versions"], torch_wheel,
+                                 work, ROCM_PACKAGE_ARCH)
+        except ToolchainUnavailable as err:
+            pytest.skip(str(err))
+
+    return build_once(tmp_path_factory, "rocmbuild", build)
+
 # --- two workers (pytest-xdist, `-n 2 --dist loadfile` in pytest.ini) -------------------------
 # A test file runs whole on one worker, so a module's own fixtures are built once. What several
 # files share (the toolchain channel, the real CPU and CUDA packages, the image rig) is built once
@@ -196,7 +220,7 @@ def cudawheel(realbuild_toolchain: dict, cuda_torch_wheel: Path, pytorch_cmakeca
 # (tests/support/shared_fixture.py). The files that build or use those packages go first, so
 # both workers start on the long ones and the small files fill in around them.
 # (xdist's loadgroup cannot be used: pytest 9 ignores the group suffix xdist 3.8 writes.)
-SHARED_PACKAGE_FIXTURES = {"realbuild_toolchain", "wheelbuild", "cudawheel", "rig"}
+SHARED_PACKAGE_FIXTURES = {"realbuild_toolchain", "wheelbuild", "cudawheel", "rig", "rocmbuild"}
 CUDA_FIXTURES = {"cudawheel"}
 
 
