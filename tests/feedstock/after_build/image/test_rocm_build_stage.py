@@ -316,15 +316,15 @@ def test_the_rocm_job_needs_no_more_than_the_cpu_toolchain(tmp_path):
     """The toolchain channel built for the cpu job serves the ROCm job: the recipe renders the
     same requirements for both (ROCm itself is the system's), so `rocmbuild` adds no package."""
     pytest.importorskip("rattler_build", reason="py-rattler-build (requirements-dev.txt) is not installed")
-    from tests.conftest import REALBUILD_CPU_JOB
     from tests.realbuild.feedstock_build import copy_recipe, prepare_project_source
     from tests.realbuild.rocm_job import PYTHON, ROCM_JOB
     from tests.realbuild.session import machine_variant
     from tests.support.toolchain import needed_requirements
 
+    cpu_job = "linux_64_blas_implgenericc_stdlib_version2.17cuda_compiler_versionNonegpu_backendcpurocm_versionNone"
     versions = {"gcc": "12.2.0", "glibc": "2.36"}   # only the variant's values: no machine needed
     recipe = copy_recipe(tmp_path / "recipe", prepare_project_source(tmp_path / "source", "scikit-build-core"))
     needed = {job: needed_requirements(recipe, machine_variant(job, (PYTHON,), versions, tmp_path / f"{job}.yaml"))
-              for job in (REALBUILD_CPU_JOB, ROCM_JOB)}
-    assert needed[ROCM_JOB] == needed[REALBUILD_CPU_JOB]
+              for job in (cpu_job, ROCM_JOB)}
+    assert needed[ROCM_JOB] == needed[cpu_job]
     assert "python" in needed[ROCM_JOB] and not [n for n in needed[ROCM_JOB] if "rocm" in n or "hip" in n]
