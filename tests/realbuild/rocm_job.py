@@ -7,8 +7,8 @@ split_python). The toolchain channel needs nothing beyond the cpu job's: the rec
 conda package on ROCm (its packages use the system ROCm, the build image's /opt/rocm; here
 Debian's hipcc and HIP runtime under /usr, which the driver finds and passes as ROCM_PATH), and
 its rendered requirements for this job are the cpu job's, name for name
-(`test_rocm_job_needs_no_more_than_the_cpu_toolchain` checks it). hipcc compiles the project's
-hipified kernel into libtorch_hip for FEEDSTOCK_ROCM_ARCH.
+(tests/feedstock/after_build/image/test_rocm_build_stage.py checks it). hipcc compiles the
+project's hipified kernel into libtorch_hip for FEEDSTOCK_ROCM_ARCH.
 """
 from __future__ import annotations
 
