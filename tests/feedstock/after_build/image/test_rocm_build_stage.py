@@ -22,6 +22,9 @@ into the image's libc10 and libtorch_hip. Its code object holds exactly the aske
 Apptainer.def binds the host's ROCm with --rocm. On an AMD GPU machine the same image's
 `twice([1.0, 2.0])` runs the kernel (`--rocm` for Apptainer, /dev/kfd and /dev/dri for podman):
 that is as far as this machine goes.
+
+Run when asked (FEEDSTOCK_SLOW_IMAGE_TESTS=1: about 8 minutes here, beyond the suite's CI budget);
+the light check of the toolchain claim always runs.
 """
 from __future__ import annotations
 
@@ -38,6 +41,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.image_rig import slow_image_test
 from tests.support.paths import RECIPE_VERSION, REPO_ROOT
 
 pytest.importorskip("rattler", reason="py-rattler (requirements-dev.txt) is not installed")
@@ -247,6 +251,7 @@ def _gfx_targets(library: Path) -> set[str]:
     return {line.split()[1].rsplit("--", 1)[-1] for line in listing.stdout.splitlines() if "amdgcn-amd-amdhsa" in line}
 
 
+@slow_image_test
 def test_the_rocm_packages_were_built_by_the_feedstock_recipe(rocmbuild):
     names = rocmbuild["build"].names()
     v, py = RECIPE_VERSION, rocmbuild["python"].replace(".", "")
@@ -256,6 +261,7 @@ def test_the_rocm_packages_were_built_by_the_feedstock_recipe(rocmbuild):
     assert not [n for n in names if n.startswith("libtorch-cuda-linalg")], names   # CUDA only
 
 
+@slow_image_test
 def test_the_image_is_rocm_flavoured_and_hipcc_built_the_extension(rocm_image):
     info, said = rocm_image["info"], rocm_image["stdout"]
     assert info["flavour"] == "rocm" and info["python_version"].startswith("3.12")
@@ -265,6 +271,7 @@ def test_the_image_is_rocm_flavoured_and_hipcc_built_the_extension(rocm_image):
     assert "image: build stage: built tiny_hip_ext-0.1-cp312-cp312-linux_x86_64.whl" in said, said[-2000:]
 
 
+@slow_image_test
 def test_the_extension_imports_and_calls_hip_and_torch_without_a_gpu(rocm_image):
     result = json.loads(_run(rocm_image, "python", "-c", CHECK).strip().splitlines()[-1])
     site = "/opt/env/lib/python3.12/site-packages"
@@ -282,6 +289,7 @@ def test_the_extension_imports_and_calls_hip_and_torch_without_a_gpu(rocm_image)
     assert re.fullmatch(r"(/usr)?/lib/x86_64-linux-gnu/libamdhip64\.so\.5[.\d]*", hip_runtime[0]), result
 
 
+@slow_image_test
 def test_the_code_objects_hold_the_asked_gfx_targets(rocm_image, rocmbuild, tmp_path):
     if shutil.which("roc-obj-ls") is None:
         pytest.skip("roc-obj-ls not found (Debian: part of hipcc)")
@@ -297,6 +305,7 @@ def test_the_code_objects_hold_the_asked_gfx_targets(rocm_image, rocmbuild, tmp_
     assert _gfx_targets(*libraries.values()) == set(rocmbuild["arch"].split(";"))
 
 
+@slow_image_test
 def test_the_runtime_image_has_no_compiler(rocm_image):
     found = _run(rocm_image, "sh", "-c", "for c in hipcc clang clang++ clang-15 clang++-15 gcc g++ cc c++; do "
                                          "command -v $c; done; ls /usr/bin /opt/env/bin | grep -E "
@@ -306,6 +315,7 @@ def test_the_runtime_image_has_no_compiler(rocm_image):
     assert "No broken requirements found" in _run(rocm_image, "python", "-m", "pip", "check")
 
 
+@slow_image_test
 def test_the_apptainer_recipe_binds_the_hosts_rocm(rocm_image):
     recipe = (rocm_image["out"] / "Apptainer.def").read_text()
     assert "apptainer run --rocm pytorch.sif" in recipe and "apptainer exec --rocm --bind" in recipe
