@@ -213,6 +213,7 @@ def rocmbuild(realbuild_toolchain: dict, torch_wheel: Path, tmp_path_factory: py
 
     return build_once(tmp_path_factory, "rocmbuild", build)
 
+
 # --- two workers (pytest-xdist, `-n 2 --dist loadfile` in pytest.ini) -------------------------
 # A test file runs whole on one worker, so a module's own fixtures are built once. What several
 # files share (the toolchain channel, the real CPU and CUDA packages, the image rig) is built once
@@ -220,7 +221,9 @@ def rocmbuild(realbuild_toolchain: dict, torch_wheel: Path, tmp_path_factory: py
 # (tests/support/shared_fixture.py). The files that build or use those packages go first, so
 # both workers start on the long ones and the small files fill in around them.
 # (xdist's loadgroup cannot be used: pytest 9 ignores the group suffix xdist 3.8 writes.)
-SHARED_PACKAGE_FIXTURES = {"realbuild_toolchain", "wheelbuild", "cudawheel", "rig", "rocmbuild"}
+# (rocmbuild's module runs only when asked, FEEDSTOCK_SLOW_IMAGE_TESTS: it is not ordered here, so
+# that a skipped file does not shift which CPU and CUDA files share a turn)
+SHARED_PACKAGE_FIXTURES = {"realbuild_toolchain", "wheelbuild", "cudawheel", "rig"}
 CUDA_FIXTURES = {"cudawheel"}
 
 
