@@ -19,7 +19,7 @@ for _path in (_REPO_ROOT, _REPO_ROOT / "recipe"):
         sys.path.insert(0, str(_path))
 
 from tests.support.feedstock_copy import copy_feedstock  # noqa: E402
-from tests.support.paths import FIXTURES_DIR, REPO_ROOT, TORCH_WHEEL_VERSION  # noqa: E402
+from tests.support.paths import CPU_GENERIC_JOB, FIXTURES_DIR, REPO_ROOT, TORCH_WHEEL_VERSION  # noqa: E402
 from tests.support.pythons import find_cpythons  # noqa: E402
 
 
@@ -100,7 +100,7 @@ def feedstock_copy(tmp_path: Path) -> Path:
 
 # --- real conda packages (tests/realbuild): one local toolchain channel per session -------------
 
-REALBUILD_CPU_JOB = "linux_64_blas_implgenericc_stdlib_version2.17cuda_compiler_versionNonegpu_backendcpurocm_versionNone"
+REALBUILD_CPU_JOB = CPU_GENERIC_JOB
 REALBUILD_PYTHONS = ("3.11", "3.12")  # 3.12 is also the recipe's split_python; the wheel is cp311
 
 

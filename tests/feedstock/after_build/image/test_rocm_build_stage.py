@@ -42,7 +42,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.image_rig import slow_image_test
-from tests.support.paths import RECIPE_VERSION, REPO_ROOT
+from tests.support.paths import CPU_GENERIC_JOB, RECIPE_VERSION, REPO_ROOT
 
 pytest.importorskip("rattler", reason="py-rattler (requirements-dev.txt) is not installed")
 
@@ -331,10 +331,9 @@ def test_the_rocm_job_needs_no_more_than_the_cpu_toolchain(tmp_path):
     from tests.realbuild.session import machine_variant
     from tests.support.toolchain import needed_requirements
 
-    cpu_job = "linux_64_blas_implgenericc_stdlib_version2.17cuda_compiler_versionNonegpu_backendcpurocm_versionNone"
     versions = {"gcc": "12.2.0", "glibc": "2.36"}   # only the variant's values: no machine needed
     recipe = copy_recipe(tmp_path / "recipe", prepare_project_source(tmp_path / "source", "scikit-build-core"))
     needed = {job: needed_requirements(recipe, machine_variant(job, (PYTHON,), versions, tmp_path / f"{job}.yaml"))
-              for job in (cpu_job, ROCM_JOB)}
-    assert needed[ROCM_JOB] == needed[cpu_job]
+              for job in (CPU_GENERIC_JOB, ROCM_JOB)}
+    assert needed[ROCM_JOB] == needed[CPU_GENERIC_JOB]
     assert "python" in needed[ROCM_JOB] and not [n for n in needed[ROCM_JOB] if "rocm" in n or "hip" in n]
