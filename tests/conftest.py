@@ -239,3 +239,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     turns = [f for pair in zip(cpu, cuda) for f in pair] + cpu[len(cuda):] + cuda[len(cpu):]
     rank = {f: i for i, f in enumerate(turns)}
     items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))   # stable otherwise
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """In the xdist controller, once both workers are gone: unmount what a test left mounted in the
+    run's folder (a podman overlay store), so that pytest can remove a passed run's 60 GB whole.
+    Without workers this would run before the session fixtures' own teardown, so it does not."""
+    from tests.support.scratch import unmount_under
+
+    factory = getattr(session.config, "_tmp_path_factory", None)
+    basetemp = getattr(factory, "_basetemp", None)   # None when no test asked for a folder
+    if hasattr(session.config, "workerinput") or not session.config.getoption("numprocesses", None) \
+            or basetemp is None:
+        return
+    for stuck in unmount_under(basetemp):
+        print(f"\nconftest: could not unmount {stuck}", file=sys.stderr)

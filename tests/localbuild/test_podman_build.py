@@ -22,6 +22,7 @@ from tests.support.paths import RECIPE_VERSION
 from tests.support.podman import (CPU, FAILING, PYTHON, Podman,
                                   build_stand_in_image, config_texts, podman_feedstock,
                                   podman_unavailable, private_podman)
+from tests.support.scratch import module_scratch
 from tests.support.engine_checks import (a_missing_image_is_one_line,
                                          failed_configs_keep_their_containers_through_prune,
                                          sigint_removes_the_running_container,
@@ -61,14 +62,14 @@ class Rig:
 
 
 @pytest.fixture(scope="module")
-def rig(tmp_path_factory: pytest.TempPathFactory, realbuild_toolchain: dict,
+def rig(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, realbuild_toolchain: dict,
         cpythons: dict[str, Path]) -> Iterator[Rig]:
     reason = podman_unavailable()
     if reason:
         pytest.skip(reason)
     from tests.realbuild.feedstock_build import prepare_project_source
 
-    work = tmp_path_factory.mktemp("podman")
+    work = module_scratch(request, tmp_path_factory, "podman")
     podman = private_podman(work / "podman")
     root = podman_feedstock(work / "feedstock", prepare_project_source(work / "source"),
                             config_texts(realbuild_toolchain["versions"], work))

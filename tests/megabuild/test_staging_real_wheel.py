@@ -23,6 +23,7 @@ import pytest
 from megabuild.staging import is_loaded_by_path
 from tests.support.paths import REPO_ROOT, TORCH_WHEEL_VERSION
 from tests.support.pythons import find_cpythons
+from tests.support.scratch import module_scratch
 from tests.support.real_wheel.build_cache import read_cache
 from tests.support.real_wheel.prefix import (Snapshot, changed_or_removed, create_prefix, new_paths, site_packages,
                                  snapshot)
@@ -131,7 +132,7 @@ def build_context(pkg_name: str, *, src_dir: Path, prefix: Path, python: Path, b
 
 
 @pytest.fixture(scope="module")
-def layout(torch_wheel: Path, pytorch_cmakecache_dir: Path, recipe: dict[str, RecipeTests],
+def layout(request: pytest.FixtureRequest, torch_wheel: Path, pytorch_cmakecache_dir: Path, recipe: dict[str, RecipeTests],
            tmp_path_factory: pytest.TempPathFactory) -> SplitLayout:
     from megabuild import steps
 
@@ -139,7 +140,7 @@ def layout(torch_wheel: Path, pytorch_cmakecache_dir: Path, recipe: dict[str, Re
     pythons = find_cpythons()
     if "3.11" not in pythons:
         pytest.skip(f"the torch wheel is cp311 and no CPython 3.11 was found (have {sorted(pythons)})")
-    work = tmp_path_factory.mktemp("layout")
+    work = module_scratch(request, tmp_path_factory, "layout")
     needed = 4 * unpack_size(torch_wheel)  # build tree, stage, prefix, pip's unpack
     if free_bytes(work) < needed:
         pytest.skip(f"needs {needed >> 30} GiB free under {work}, have {free_bytes(work) >> 30} GiB")

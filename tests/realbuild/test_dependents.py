@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.paths import REPO_ROOT
+from tests.support.scratch import module_scratch
 
 pytest.importorskip("rattler_build", reason="py-rattler-build (requirements-dev.txt) is not installed")
 pytest.importorskip("rattler", reason="py-rattler (requirements-dev.txt) is not installed")
@@ -51,8 +52,8 @@ def table_rows(stdout: str) -> dict[str, list[str]]:
 
 
 @pytest.fixture(scope="module")
-def cpu_run(wheelbuild: dict, realbuild_toolchain: dict, tmp_path_factory: pytest.TempPathFactory) -> dict:
-    work = tmp_path_factory.mktemp("downstream-cpu")
+def cpu_run(request: pytest.FixtureRequest, wheelbuild: dict, realbuild_toolchain: dict, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    work = module_scratch(request, tmp_path_factory, "downstream-cpu")
     variant = realbuild_toolchain["variant"]((WHEEL_PYTHON,), work / "cpu-py311.yaml")
     proc, rows = downstream(work, "torch-scatter", "einops", "--channel", str(wheelbuild["build"].output_dir),
                             "--with-channel", str(realbuild_toolchain["toolchain"].channel), "--variant", str(variant))
@@ -60,8 +61,8 @@ def cpu_run(wheelbuild: dict, realbuild_toolchain: dict, tmp_path_factory: pytes
 
 
 @pytest.fixture(scope="module")
-def gpu_run(cudawheel: dict, tmp_path_factory: pytest.TempPathFactory) -> dict:
-    work = tmp_path_factory.mktemp("downstream-gpu")
+def gpu_run(request: pytest.FixtureRequest, cudawheel: dict, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    work = module_scratch(request, tmp_path_factory, "downstream-gpu")
     extra = [arg for channel in cudawheel["channels"][1:] for arg in ("--with-channel", str(channel))]
     proc, rows = downstream(work, "torchvision", "--channel", str(cudawheel["build"].output_dir), *extra,
                             "--env", f"gpu={cudawheel['prefix']}")

@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.paths import REPO_ROOT
+from tests.support.scratch import module_scratch
 
 pytest.importorskip("rattler_build", reason="py-rattler-build (requirements-dev.txt) is not installed")
 pytest.importorskip("rattler", reason="py-rattler (requirements-dev.txt) is not installed")
@@ -34,8 +35,8 @@ NAMES = ("torchvision", "torchaudio", "torch-scatter", "einops", "opt-einsum")
 
 
 @pytest.fixture(scope="module")
-def matrix(wheelbuild: dict, cudawheel: dict, realbuild_toolchain: dict, tmp_path_factory: pytest.TempPathFactory) -> dict:
-    work = tmp_path_factory.mktemp("downstream-matrix")
+def matrix(request: pytest.FixtureRequest, wheelbuild: dict, cudawheel: dict, realbuild_toolchain: dict, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    work = module_scratch(request, tmp_path_factory, "downstream-matrix")
     # the same variant file as test_dependents.py's: torch-scatter's 2.13.0 package has the same inputs there
     variant = realbuild_toolchain["variant"]((WHEEL_PYTHON,), work / "cpu-py311.yaml")
     summary = work / "summary.md"

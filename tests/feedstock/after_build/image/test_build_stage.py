@@ -33,6 +33,7 @@ import pytest
 
 from tests.support.image_rig import Image, Rig
 from tests.support.paths import REPO_ROOT
+from tests.support.scratch import module_scratch
 
 pytest.importorskip("rattler", reason="py-rattler (requirements-dev.txt) is not installed")
 
@@ -117,7 +118,7 @@ def _build(rig: Rig, env_file: Path, output: Path, links: Path, *extra: str, env
 
 
 @pytest.fixture(scope="module")
-def stage(rig: Rig, tmp_path_factory: pytest.TempPathFactory) -> Stage:
+def stage(request: pytest.FixtureRequest, rig: Rig, tmp_path_factory: pytest.TempPathFactory) -> Stage:
     from feedstock.after_build.downstream.catalog import load_catalog
     from feedstock.after_build.downstream.sources import default_cache, fetch
 
@@ -125,7 +126,7 @@ def stage(rig: Rig, tmp_path_factory: pytest.TempPathFactory) -> Stage:
 
     from tests.support.podman import private_podman
 
-    work = tmp_path_factory.mktemp("build-stage")
+    work = module_scratch(request, tmp_path_factory, "build-stage")
     # a podman store of its own: the rig's store is used by test_image_build.py, maybe on the other
     # worker at the same time, and podman then loses a container's exit code ("no such exit code")
     rig = replace(rig, podman=private_podman(work / "podman"))

@@ -43,6 +43,7 @@ import pytest
 
 from tests.support.image_rig import slow_image_test
 from tests.support.paths import CPU_GENERIC_JOB, RECIPE_VERSION, REPO_ROOT
+from tests.support.scratch import module_scratch
 
 pytest.importorskip("rattler", reason="py-rattler (requirements-dev.txt) is not installed")
 
@@ -192,13 +193,13 @@ def _sdist(path: Path, top: str, files: dict[str, str]) -> Path:
 
 
 @pytest.fixture(scope="module")
-def rocm_image(rocmbuild: dict, cpythons: dict[str, Path], tmp_path_factory: pytest.TempPathFactory):
+def rocm_image(request: pytest.FixtureRequest, rocmbuild: dict, cpythons: dict[str, Path], tmp_path_factory: pytest.TempPathFactory):
     from tests.support.image_rig import skip_without_image_tools
     from tests.support.podman import private_podman
 
     skip_without_image_tools()
     python = rocmbuild["python"]
-    work = tmp_path_factory.mktemp("rocm-image")
+    work = module_scratch(request, tmp_path_factory, "rocm-image")
     links = work / "links"
     links.mkdir()
     _sdist(links / "tiny_hip_ext-0.1.tar.gz", "tiny_hip_ext-0.1",
