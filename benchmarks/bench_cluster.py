@@ -39,7 +39,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tests.realbuild.feedstock_build import prepare_project_source  # noqa: E402
-from tests.support.cluster_build import GENERIC_JOB, OTHER_PYTHON, ccache_counts, one_python_config  # noqa: E402
+from tests.support.cluster_build import OTHER_PYTHON, ccache_counts, one_python_config  # noqa: E402
+from tests.support.paths import CPU_GENERIC_JOB  # noqa: E402
 from tests.support.podman import PYTHON, podman_feedstock  # noqa: E402
 from tests.support.pythons import find_cpythons  # noqa: E402
 from tests.support.slurm_cluster import slurm_cluster, slurm_unavailable  # noqa: E402
@@ -49,7 +50,7 @@ def step(text: str) -> None:
 
 
 def configs_to_build(versions: dict[str, str], work: Path, cuda: bool) -> dict[str, str]:
-    jobs = {"cpu": GENERIC_JOB}
+    jobs = {"cpu": CPU_GENERIC_JOB}
     if cuda:
         from tests.realbuild.cuda import cuda_job, nvcc_major_minor
 

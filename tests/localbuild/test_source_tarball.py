@@ -25,11 +25,10 @@ import pytest
 
 from tests.realbuild.feedstock_build import prepare_project_source, replace_source
 from tests.support.build_locally import install_fake_conda, make_feedstock, read_jsonl
-from tests.support.paths import RECIPE_VERSION, REPO_ROOT
+from tests.support.paths import CPU_GENERIC_JOB, RECIPE_VERSION, REPO_ROOT
 from localbuild.configs import host_platform
 from localbuild.source_tarball import conda_build_cache_name, download_failed, read_recipe_source
 
-JOB = "linux_64_blas_implgenericc_stdlib_version2.17cuda_compiler_versionNonegpu_backendcpurocm_versionNone"
 UNREACHABLE = "http://127.0.0.1:9/pytorch-v{version}.tar.gz"   # port 9 (discard): nobody answers
 URL = UNREACHABLE.format(version=RECIPE_VERSION)
 
@@ -63,10 +62,10 @@ def offline_feedstock(tmp_path: Path, tarball: Path, channel_sources: str = "loc
     channel = tmp_path / "channel"
     (channel / "noarch").mkdir(parents=True)
     (channel / "noarch" / "repodata.json").write_text('{"info": {"subdir": "noarch"}, "packages": {}}')
-    job = (REPO_ROOT / ".ci_support" / f"{JOB}.yaml").read_text()
+    job = (REPO_ROOT / ".ci_support" / f"{CPU_GENERIC_JOB}.yaml").read_text()
     assert "channel_sources:\n- conda-forge\n" in job
     sources = str(channel) if channel_sources == "local" else channel_sources
-    (fs.root / ".ci_support" / f"{JOB}.yaml").write_text(
+    (fs.root / ".ci_support" / f"{CPU_GENERIC_JOB}.yaml").write_text(
         job.replace("channel_sources:\n- conda-forge\n", f"channel_sources:\n- {sources}\n"))
     return fs
 
@@ -85,7 +84,7 @@ def python_with_rattler_build() -> str:
 
 def rattler_native(fs, *args: str, timeout: float = 180) -> subprocess.CompletedProcess:
     env = fs.env(RATTLER_BUILD_PYTHON=python_with_rattler_build())
-    return fs.run(JOB, "--native", "--tool", "rattler-build", "--min-free-gb", "0", *args, env=env,
+    return fs.run(CPU_GENERIC_JOB, "--native", "--tool", "rattler-build", "--min-free-gb", "0", *args, env=env,
                   timeout=timeout)
 
 
@@ -103,12 +102,12 @@ def test_a_failed_download_names_the_url_the_sha256_and_the_option(tmp_path, tar
     assert proc.returncode == 1, proc.stdout + proc.stderr
     hint = (f"source {URL} (sha256 {sha256(tarball)}) could not be downloaded; fetch it where the "
             "network reaches and pass --source-tarball FILE")
-    assert f"[1/1 {JOB}] failed ({hint}) after " in proc.stdout
+    assert f"[1/1 {CPU_GENERIC_JOB}] failed ({hint}) after " in proc.stdout
     summary = proc.stdout[proc.stdout.index("summary: 1 config(s)"):]
     assert f"failed ({hint})" in summary                  # the summary row carries it too
-    log = (fs.artifacts / f"{JOB}-log.txt").read_text()
+    log = (fs.artifacts / f"{CPU_GENERIC_JOB}-log.txt").read_text()
     assert "Failed to download from URL" in log and hint in log   # rattler-build's words, then ours
-    assert not fs.marker(JOB).exists()
+    assert not fs.marker(CPU_GENERIC_JOB).exists()
 
 
 # --- (b) a wrong file: one line, exit 2, nothing written -----------------------------------------
@@ -143,7 +142,7 @@ def test_a_wrong_tarball_is_one_line_exit_2_and_nothing_written(tmp_path, tarbal
 def test_debug_and_test_only_refuse_the_option(tmp_path, tarball):
     fs = offline_feedstock(tmp_path, tarball)
     for flag in ("--debug", "--test-only"):
-        proc = fs.run(JOB, flag, "--source-tarball", str(tarball), "--dry-run")
+        proc = fs.run(CPU_GENERIC_JOB, flag, "--source-tarball", str(tarball), "--dry-run")
         assert proc.returncode == 2
         assert "--source-tarball feeds a build, which --debug" in one_error_line(proc)
 
@@ -158,16 +157,16 @@ def test_the_right_tarball_passes_the_source_step_without_network(tmp_path, tarb
     recipe_before = tree_bytes(fs.root / "recipe")
     proc = rattler_native(fs, "--source-tarball", str(tarball))
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    log = (fs.artifacts / f"{JOB}-log.txt").read_text()
+    log = (fs.artifacts / f"{CPU_GENERIC_JOB}-log.txt").read_text()
     assert "error: rattler-build failed: Failed to resolve dependencies" in log, log[-2000:]
-    assert not download_failed(fs.artifacts / f"{JOB}-log.txt")
-    assert f"[1/1 {JOB}] failed (exit 1)" in proc.stdout               # no download hint
+    assert not download_failed(fs.artifacts / f"{CPU_GENERIC_JOB}-log.txt")
+    assert f"[1/1 {CPU_GENERIC_JOB}] failed (exit 1)" in proc.stdout               # no download hint
     work = [w for w in fs.artifacts.glob("bld/rattler-build_libtorch-split_*/work") if any(w.iterdir())]
     assert work and (work[0] / "pyproject.toml").is_file() and (work[0] / "NOTICE").is_file()
     # the tool read the derived copy: first url the link (named as the url's file), then the own
     link = fs.artifacts / "localbuild" / "source" / f"pytorch-v{RECIPE_VERSION}.tar.gz"
     assert link.is_symlink() and link.resolve() == tarball.resolve()
-    derived = fs.artifacts / "localbuild" / f"{JOB}-recipe"
+    derived = fs.artifacts / "localbuild" / f"{CPU_GENERIC_JOB}-recipe"
     text = (derived / "recipe.yaml").read_text()
     assert f'  url: ["{link.as_uri()}", "{UNREACHABLE.format(version="${{ version }}")}"]\n' in text
     assert f"  sha256: {sha256(tarball)}\n" in text
@@ -194,7 +193,7 @@ def test_the_right_tarball_builds_a_package_offline(tmp_path, tarball):
     [package] = fs.artifacts.glob("linux-64/offline-hello-1.0-*.conda")
     paths = [str(entry.relative_path) for entry in PathsJson.from_package_archive(package).paths]
     assert "share/offline-notice.txt" in paths
-    assert fs.marker(JOB).exists()
+    assert fs.marker(CPU_GENERIC_JOB).exists()
     assert (fs.artifacts / "localbuild" / "source" / "test_project-1.0.tar.gz").is_symlink()
 
 
@@ -208,14 +207,14 @@ def _value(argv: list[str], prefix: str) -> str:
 def test_a_container_gets_the_file_mounted_read_only(tmp_path, tarball, tool):
     fs = offline_feedstock(tmp_path, tarball, channel_sources="conda-forge")
     inside = f"/home/conda/source_tarball/pytorch-v{RECIPE_VERSION}.tar.gz"
-    dry = fs.run(JOB, "--tool", tool, "--source-tarball", str(tarball), "--min-free-gb", "0", "--dry-run")
+    dry = fs.run(CPU_GENERIC_JOB, "--tool", tool, "--source-tarball", str(tarball), "--min-free-gb", "0", "--dry-run")
     assert f"  mount:      {tarball} at {inside} (read-only)\n" in dry.stdout, dry.stdout + dry.stderr
-    proc = fs.run(JOB, "--tool", tool, "--source-tarball", str(tarball), "--min-free-gb", "0")
+    proc = fs.run(CPU_GENERIC_JOB, "--tool", tool, "--source-tarball", str(tarball), "--min-free-gb", "0")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     [run] = fs.runs()
     assert f"{tarball}:{inside}:ro,z" in run["argv"]
     assert f"SOURCE_TARBALL={inside}" in run["argv"]
-    derived = fs.artifacts / "localbuild" / f"{JOB}-recipe"
+    derived = fs.artifacts / "localbuild" / f"{CPU_GENERIC_JOB}-recipe"
     if tool == "conda-build":
         name = _value(run["argv"], "SOURCE_CACHE_NAME=")
         assert name == f"pytorch-v{RECIPE_VERSION}_{sha256(tarball)[:10]}.tar.gz"
@@ -234,7 +233,7 @@ def test_conda_build_finds_the_file_in_its_source_cache(tmp_path, tarball):
     fs = offline_feedstock(tmp_path, tarball, channel_sources="conda-forge")
     install_fake_conda(fs.bin_dir)
     calls = tmp_path / "conda-calls.jsonl"
-    proc = fs.run(JOB, "--native", "--source-tarball", str(tarball), "--min-free-gb", "0",
+    proc = fs.run(CPU_GENERIC_JOB, "--native", "--source-tarball", str(tarball), "--min-free-gb", "0",
                   env=fs.env(FAKE_CONDA_LOG=str(calls)))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     build = next(c for c in read_jsonl(calls) if c["argv"][0] == "build")
@@ -257,7 +256,7 @@ def test_conda_build_cache_name_is_conda_builds():
 
 def test_a_slurm_task_gets_the_file_with_the_other_build_options(tmp_path, tarball):
     fs = offline_feedstock(tmp_path, tarball, channel_sources="conda-forge")
-    proc = fs.run(JOB, "--scheduler", "slurm", "--tool", "rattler-build", "--source-tarball",
+    proc = fs.run(CPU_GENERIC_JOB, "--scheduler", "slurm", "--tool", "rattler-build", "--source-tarball",
                   str(tarball), "--dry-run")
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
@@ -266,13 +265,13 @@ def test_a_slurm_task_gets_the_file_with_the_other_build_options(tmp_path, tarba
     job_dir = fs.artifacts / "slurm" / "task-test"
     job_dir.mkdir(parents=True)
     (job_dir / "job.json").write_text(json.dumps({"build_options": options}))
-    task = fs.run(JOB, "--force", "--array-task", str(job_dir), "--min-free-gb", "0", "--dry-run",
+    task = fs.run(CPU_GENERIC_JOB, "--force", "--array-task", str(job_dir), "--min-free-gb", "0", "--dry-run",
                   env=fs.env(RATTLER_BUILD_PYTHON=sys.executable))
     assert task.returncode == 0, task.stderr
     link = fs.artifacts / "localbuild" / "source" / f"pytorch-v{RECIPE_VERSION}.tar.gz"
     assert f"source:       {tarball} (sha256 matches recipe/recipe.yaml: {URL})" in task.stdout
     assert f"  link:       {link} -> {tarball} (would be written)" in task.stdout
-    assert f"--recipe {fs.artifacts}/localbuild/{JOB}-recipe/recipe.yaml" in task.stdout
+    assert f"--recipe {fs.artifacts}/localbuild/{CPU_GENERIC_JOB}-recipe/recipe.yaml" in task.stdout
 
 
 # --- the wording the scan looks for ---------------------------------------------------------------

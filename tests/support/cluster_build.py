@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.support.paths import CPU_GENERIC_JOB
 from tests.support.podman import PYTHON, podman_feedstock
 
-GENERIC_JOB = "linux_64_blas_implgenericc_stdlib_version2.17cuda_compiler_versionNonegpu_backendcpurocm_versionNone"
 MKL_JOB = "linux_64_blas_implmklc_stdlib_version2.17cuda_compiler_versionNonegpu_backendcpurocm_versionNone"
 OTHER_PYTHON = "3.11"
 # short names, sorted in the order the array gets them
@@ -78,8 +78,8 @@ def cluster_feedstock(work: Path, realbuild_toolchain: dict) -> ClusterFeedstock
     from tests.realbuild.feedstock_build import prepare_project_source
 
     versions = realbuild_toolchain["versions"]
-    generic = one_python_config(GENERIC_JOB, versions, work / "variants")
-    other = one_python_config(GENERIC_JOB, versions, work / "variants", OTHER_PYTHON)
+    generic = one_python_config(CPU_GENERIC_JOB, versions, work / "variants")
+    other = one_python_config(CPU_GENERIC_JOB, versions, work / "variants", OTHER_PYTHON)
     failing = generic.replace(f"{PYTHON}.* *_cpython", "3.99.* *_cpython")
     assert failing != generic and other != generic
     configs = {GENERIC: generic, GENERIC_OTHER: other, FAILING: failing, CANCELLED: generic}
