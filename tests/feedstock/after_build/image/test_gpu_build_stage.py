@@ -151,7 +151,8 @@ def test_the_kernel_is_sm_90_code_and_the_runtime_image_has_no_compiler(gpu_imag
                                         "ls /opt/env/bin | grep -E '^(nvcc|ptxas|cicc)$'; echo done")
     assert found.strip() == "done", found
     gpu_image["podman"].run("create", "--name", "gpu-ext-copy", gpu_image["info"]["name"], timeout=300)
-    module = _run(gpu_image, "python", "-c", "import tiny_cuda_ext._C as e; print(e.__file__)").strip()
+    # torch first, as for any torch extension: _C finds libc10.so through the loaded torch, not an rpath
+    module = _run(gpu_image, "python", "-c", "import torch, tiny_cuda_ext._C as e; print(e.__file__)").strip()
     gpu_image["podman"].run("cp", f"gpu-ext-copy:{module}", str(tmp_path / "ext.so"), timeout=300)
     gpu_image["podman"].run("rm", "gpu-ext-copy", timeout=300)
     assert ("cubin", 90) in fatbin_archs(tmp_path / "ext.so")
