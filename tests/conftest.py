@@ -255,3 +255,20 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         return
     for stuck in unmount_under(basetemp):
         print(f"\nconftest: could not unmount {stuck}", file=sys.stderr)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """With FEEDSTOCK_TEST_TIMELINE=DIR, each worker appends when each phase of each test ended
+    and how long it took to DIR/timeline-<worker>.jsonl: the schedule of a run, to see which
+    worker waited on which shared fixture (docs/real-tool-checks.md, "Two workers")."""
+    folder = os.environ.get("FEEDSTOCK_TEST_TIMELINE")
+    if not folder or getattr(report, "node", None) is not None:   # the controller's copy of a worker's report
+        return
+    import json
+    import time
+
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    line = {"end": round(time.time(), 2), "worker": worker, "test": report.nodeid, "phase": report.when,
+            "seconds": round(report.duration, 2), "outcome": report.outcome}
+    with open(Path(folder) / f"timeline-{worker}.jsonl", "a", encoding="utf-8") as out:
+        out.write(json.dumps(line) + "\n")
