@@ -21,7 +21,6 @@ their sha256, recipe/dependents.yaml).
 from __future__ import annotations
 
 import gzip
-import io
 import json
 import shutil
 import tarfile
@@ -34,6 +33,7 @@ import pytest
 from tests.support.image_rig import Image, Rig
 from tests.support.paths import REPO_ROOT
 from tests.support.scratch import module_scratch
+from tests.support.sdist import write_sdist
 
 pytest.importorskip("rattler", reason="py-rattler (requirements-dev.txt) is not installed")
 
@@ -77,16 +77,6 @@ print(json.dumps({"sum": total.tolist(), "sum_equal": torch.equal(total, ref_tot
                   "max": largest.tolist(), "max_equal": torch.equal(largest, ref_largest),
                   "scatter": torch_scatter.__file__, "libtorch": sorted(set(maps))}))
 """
-
-
-def _sdist(path: Path, top: str, files: dict[str, str]) -> Path:
-    with tarfile.open(path, "w:gz") as tar:
-        for name, text in {"PKG-INFO": f"Metadata-Version: 2.1\nName: {top.rsplit('-', 1)[0]}\n"
-                                       f"Version: {top.rsplit('-', 1)[1]}\n", **files}.items():
-            info = tarfile.TarInfo(f"{top}/{name}")
-            info.size = len(text.encode())
-            tar.addfile(info, io.BytesIO(text.encode()))
-    return path
 
 
 @dataclass
@@ -135,7 +125,7 @@ def stage(request: pytest.FixtureRequest, rig: Rig, tmp_path_factory: pytest.Tem
     catalog = {d.name: d for d in load_catalog(REPO_ROOT / "recipe" / "dependents.yaml")}
     for name in ("torch-scatter", "einops"):
         shutil.copy2(fetch(catalog[name].source, default_cache()), links)
-    _sdist(links / "broken_ext-0.1.tar.gz", "broken_ext-0.1", {"setup.py": BROKEN_SETUP, "broken.cpp": BROKEN_CPP})
+    write_sdist(links / "broken_ext-0.1.tar.gz", "broken_ext-0.1", {"setup.py": BROKEN_SETUP, "broken.cpp": BROKEN_CPP})
     (work / "site-ca.pem").write_text(PEM)
     env_args = {"PIP_INDEX_URL": MARKER_INDEX}
     env_file = _env_file(work, rig, "env.yml", SCATTER)

@@ -18,11 +18,9 @@ image with its build stage 299 s.
 """
 from __future__ import annotations
 
-import io
 import json
 import subprocess
 import sys
-import tarfile
 import time
 from pathlib import Path
 
@@ -31,6 +29,7 @@ import pytest
 from tests.support.image_rig import slow_image_test
 from tests.support.paths import REPO_ROOT
 from tests.support.scratch import module_scratch
+from tests.support.sdist import write_sdist
 
 pytest.importorskip("rattler", reason="py-rattler (requirements-dev.txt) is not installed")
 
@@ -72,15 +71,6 @@ print(json.dumps({"torch": torch.__version__, "cuda": torch.version.cuda, "avail
 """
 
 
-def _sdist(path: Path, top: str, files: dict[str, str]) -> Path:
-    with tarfile.open(path, "w:gz") as tar:
-        for name, text in {"PKG-INFO": "Metadata-Version: 2.1\nName: tiny-cuda-ext\nVersion: 0.1\n", **files}.items():
-            info = tarfile.TarInfo(f"{top}/{name}")
-            info.size = len(text.encode())
-            tar.addfile(info, io.BytesIO(text.encode()))
-    return path
-
-
 @pytest.fixture(scope="module")
 def gpu_image(request: pytest.FixtureRequest, cudawheel: dict, cpythons: dict[str, Path], tmp_path_factory: pytest.TempPathFactory):
     from tests.support.image_rig import skip_without_image_tools
@@ -96,9 +86,9 @@ def gpu_image(request: pytest.FixtureRequest, cudawheel: dict, cpythons: dict[st
         pytest.skip(str(err))
     links = work / "links"
     links.mkdir()
-    _sdist(links / "tiny_cuda_ext-0.1.tar.gz", "tiny_cuda_ext-0.1",
-           {"setup.py": EXT_SETUP, "tiny_cuda_ext/__init__.py": "", "csrc/add_one.cu": EXT_KERNEL,
-            "csrc/bind.cpp": EXT_BIND})
+    write_sdist(links / "tiny_cuda_ext-0.1.tar.gz", "tiny_cuda_ext-0.1",
+                {"setup.py": EXT_SETUP, "tiny_cuda_ext/__init__.py": "", "csrc/add_one.cu": EXT_KERNEL,
+                 "csrc/bind.cpp": EXT_BIND}, name="tiny-cuda-ext")
     ours, *others = cudawheel["channels"]
     channels = [ours, work / "nvcc-channel", *others]
     env_file = work / "env.yml"

@@ -29,7 +29,6 @@ the light check of the toolchain claim always runs.
 from __future__ import annotations
 
 import gzip
-import io
 import json
 import re
 import shutil
@@ -44,6 +43,7 @@ import pytest
 from tests.support.image_rig import slow_image_test
 from tests.support.paths import CPU_GENERIC_JOB, RECIPE_VERSION, REPO_ROOT
 from tests.support.scratch import module_scratch
+from tests.support.sdist import write_sdist
 
 pytest.importorskip("rattler", reason="py-rattler (requirements-dev.txt) is not installed")
 
@@ -183,15 +183,6 @@ print(json.dumps({"torch": torch.__file__, "self_test": torch.self_test(), "modu
 """
 
 
-def _sdist(path: Path, top: str, files: dict[str, str]) -> Path:
-    with tarfile.open(path, "w:gz") as tar:
-        for name, text in {"PKG-INFO": "Metadata-Version: 2.1\nName: tiny-hip-ext\nVersion: 0.1\n", **files}.items():
-            info = tarfile.TarInfo(f"{top}/{name}")
-            info.size = len(text.encode())
-            tar.addfile(info, io.BytesIO(text.encode()))
-    return path
-
-
 @pytest.fixture(scope="module")
 def rocm_image(request: pytest.FixtureRequest, rocmbuild: dict, cpythons: dict[str, Path], tmp_path_factory: pytest.TempPathFactory):
     from tests.support.image_rig import skip_without_image_tools
@@ -202,8 +193,8 @@ def rocm_image(request: pytest.FixtureRequest, rocmbuild: dict, cpythons: dict[s
     work = module_scratch(request, tmp_path_factory, "rocm-image")
     links = work / "links"
     links.mkdir()
-    _sdist(links / "tiny_hip_ext-0.1.tar.gz", "tiny_hip_ext-0.1",
-           {"setup.py": EXT_SETUP, "tiny_hip_ext/__init__.py": "", "csrc/tiny_hip.hip": EXT_HIP})
+    write_sdist(links / "tiny_hip_ext-0.1.tar.gz", "tiny_hip_ext-0.1",
+                {"setup.py": EXT_SETUP, "tiny_hip_ext/__init__.py": "", "csrc/tiny_hip.hip": EXT_HIP}, name="tiny-hip-ext")
     env_file = work / "env.yml"
     # setuptools: the sdist builds without isolation, with the environment's own
     env_file.write_text("name: rocm-app\nchannels:\n" + "".join(f"  - {c}\n" for c in rocmbuild["channels"])
