@@ -221,10 +221,16 @@ def rocmbuild(realbuild_toolchain: dict, torch_wheel: Path, tmp_path_factory: py
 # (tests/support/shared_fixture.py). The files that build or use those packages go first, so
 # both workers start on the long ones and the small files fill in around them.
 # (xdist's loadgroup cannot be used: pytest 9 ignores the group suffix xdist 3.8 writes.)
-# (rocmbuild's module runs only when asked, FEEDSTOCK_SLOW_IMAGE_TESTS: it is not ordered here, so
-# that a skipped file does not shift which CPU and CUDA files share a turn)
-SHARED_PACKAGE_FIXTURES = {"realbuild_toolchain", "wheelbuild", "cudawheel", "rig"}
+# A test that a true skipif marks (the gpu and rocm image modules unless FEEDSTOCK_SLOW_IMAGE_TESTS)
+# does not count: a file of such tests would take a turn and end at once, and its worker would
+# then wait on the other's build instead of starting its own chain (seen: 20 minutes idle).
+SHARED_PACKAGE_FIXTURES = {"realbuild_toolchain", "wheelbuild", "cudawheel", "rig", "rocmbuild"}
 CUDA_FIXTURES = {"cudawheel"}
+
+
+def _skipped_by_a_marker(item: pytest.Item) -> bool:
+    return item.get_closest_marker("skip") is not None or any(
+        mark.args and mark.args[0] is True for mark in item.iter_markers("skipif"))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -233,7 +239,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     this order: --no-loadscope-reorder)."""
     used: dict[str, set[str]] = {}
     for item in items:
-        used.setdefault(item.nodeid.split("::", 1)[0], set()).update(getattr(item, "fixturenames", ()))
+        fixtures = () if _skipped_by_a_marker(item) else getattr(item, "fixturenames", ())
+        used.setdefault(item.nodeid.split("::", 1)[0], set()).update(fixtures)
     cuda = [f for f in used if CUDA_FIXTURES & used[f]]
     cpu = [f for f in used if SHARED_PACKAGE_FIXTURES & used[f] and f not in cuda]
     turns = [f for pair in zip(cpu, cuda) for f in pair] + cpu[len(cuda):] + cuda[len(cpu):]
