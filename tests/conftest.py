@@ -251,7 +251,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """In the xdist controller, once both workers are gone: unmount what a test left mounted in the
-    run's folder (a podman overlay store), so that pytest can remove a passed run's 60 GB whole.
+    run's folder (a podman overlay store), so that pytest can remove a passed run's folder whole.
     Without workers this would run before the session fixtures' own teardown, so it does not."""
     from tests.support.scratch import unmount_under
 
