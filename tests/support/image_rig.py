@@ -58,9 +58,14 @@ class Rig:
 
     def command(self, *args: str, output: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
         """python -m feedstock image ARGS --output OUTPUT, with this rig's podman."""
-        return subprocess.run([sys.executable, "-m", "feedstock", "image", *args,
-                               "--output", str(output or self.work / "refused")], cwd=REPO_ROOT,
-                              env={**self.podman.env, **(env or {})}, capture_output=True, text=True, timeout=3600)
+        return image_command(self.podman, *args, output=output or self.work / "refused", env=env)
+
+
+def image_command(podman: Podman, *args: str, output: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    """python -m feedstock image ARGS --output OUTPUT, with that podman's configuration."""
+    return subprocess.run([sys.executable, "-m", "feedstock", "image", *args, "--output", str(output)],
+                          cwd=REPO_ROOT, env={**podman.env, **(env or {})}, capture_output=True, text=True,
+                          timeout=3600)
 
 
 def build_image(rig: Rig, name: str, *args: str) -> Image:
@@ -71,8 +76,29 @@ def build_image(rig: Rig, name: str, *args: str) -> Image:
                  time.monotonic() - started)
 
 
+def build_and_load_env_image(podman: Podman, env_file: Path, links: Path, output: Path, *extra: str,
+                             env: dict[str, str]) -> dict:
+    """`python -m feedstock image --environment ENV_FILE` with a fresh wheel cache, loaded into
+    podman: the gpu and rocm build-stage modules' image. Returns the image.json info, the command's
+    stdout and its seconds."""
+    started = time.monotonic()
+    proc = image_command(podman, "--environment", str(env_file), "--find-links", str(links), *extra,
+                         "--no-wheel-cache", output=output, env=env)
+    seconds = time.monotonic() - started
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    info = json.loads((output / "image.json").read_text())
+    loaded = podman.run("load", "-i", str(output / "image.tar"), timeout=1800).stdout
+    assert info["name"] in loaded, loaded
+    return {"info": info, "stdout": proc.stdout, "seconds": seconds}
+
+
+def run_in_image(podman: Podman, name: str, *args: str) -> str:
+    """`podman run --rm --network=none NAME ARGS`: its stdout."""
+    return podman.run("run", "--rm", "--network=none", name, *args, timeout=600).stdout
+
+
 # The gpu and rocm build-stage modules (7-20 min each here) would take the suite past what CI's
-# 90 minutes allow with room to spare (it is ~70 min on the 2-core machine), so they run when asked.
+# 90 minutes allow with room to spare (it is 70-80 min on the 2-core machine), so they run when asked.
 SLOW_IMAGE_TESTS = "FEEDSTOCK_SLOW_IMAGE_TESTS"
 slow_image_test = pytest.mark.skipif(
     not os.environ.get(SLOW_IMAGE_TESTS),

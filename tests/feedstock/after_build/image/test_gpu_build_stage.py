@@ -19,15 +19,11 @@ image with its build stage 299 s.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.support.image_rig import slow_image_test
-from tests.support.paths import REPO_ROOT
+from tests.support.image_rig import build_and_load_env_image, run_in_image, slow_image_test
 from tests.support.scratch import module_scratch
 from tests.support.sdist import write_sdist
 
@@ -96,26 +92,15 @@ def gpu_image(request: pytest.FixtureRequest, cudawheel: dict, cpythons: dict[st
                         + "dependencies:\n  - pytorch-gpu\n  - python=3.11\n  - pip\n  - pip:\n"
                           "    - tiny-cuda-ext==0.1 --no-build-isolation\n")
     podman = private_podman(work / "podman")
-    started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "feedstock", "image", "--environment", str(env_file),
-                           "--find-links", str(links), "--host-python", str(cpythons["3.11"]), "--cuda", "13.0",
-                           "--no-wheel-cache", "--output", str(work / "out")], cwd=REPO_ROOT,
-                          env={**podman.env, "TORCH_CUDA_ARCH_LIST": "9.0", "MAX_JOBS": "2"},
-                          capture_output=True, text=True, timeout=3600)
-    seconds = time.monotonic() - started
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    info = json.loads((work / "out" / "image.json").read_text())
-    print(f"gpu image with the build stage: {seconds:.0f}s")
-    loaded = podman.run("load", "-i", str(work / "out" / "image.tar"), timeout=1800).stdout
-    assert info["name"] in loaded, loaded
-    yield {"work": work, "out": work / "out", "info": info, "stdout": proc.stdout, "podman": podman,
-           "seconds": seconds}
+    built = build_and_load_env_image(podman, env_file, links, work / "out", "--host-python", str(cpythons["3.11"]),
+                                     "--cuda", "13.0", env={"TORCH_CUDA_ARCH_LIST": "9.0", "MAX_JOBS": "2"})
+    print(f"gpu image with the build stage: {built['seconds']:.0f}s")
+    yield {"work": work, "out": work / "out", "podman": podman, **built}
     podman.run("system", "reset", "--force", check=False)
 
 
 def _run(gpu_image: dict, *args: str) -> str:
-    return gpu_image["podman"].run("run", "--rm", "--network=none", gpu_image["info"]["name"], *args,
-                                   timeout=600).stdout
+    return run_in_image(gpu_image["podman"], gpu_image["info"]["name"], *args)
 
 
 @slow_image_test

@@ -33,15 +33,13 @@ import json
 import re
 import shutil
 import subprocess
-import sys
 import tarfile
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.support.image_rig import slow_image_test
-from tests.support.paths import CPU_GENERIC_JOB, RECIPE_VERSION, REPO_ROOT
+from tests.support.image_rig import build_and_load_env_image, run_in_image, slow_image_test
+from tests.support.paths import CPU_GENERIC_JOB, RECIPE_VERSION
 from tests.support.scratch import module_scratch
 from tests.support.sdist import write_sdist
 
@@ -201,26 +199,15 @@ def rocm_image(request: pytest.FixtureRequest, rocmbuild: dict, cpythons: dict[s
                         + f"dependencies:\n  - pytorch-rocm\n  - python={python}\n  - pip\n  - setuptools\n"
                           "  - pip:\n    - tiny-hip-ext==0.1 --no-build-isolation\n")
     podman = private_podman(work / "podman")
-    started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "feedstock", "image", "--environment", str(env_file),
-                           "--find-links", str(links), "--host-python", str(cpythons[python]),
-                           "--no-wheel-cache", "--output", str(work / "out")], cwd=REPO_ROOT,
-                          env={**podman.env, "PYTORCH_ROCM_ARCH": EXT_ARCH, "MAX_JOBS": "2"},
-                          capture_output=True, text=True, timeout=3600)
-    seconds = time.monotonic() - started
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    info = json.loads((work / "out" / "image.json").read_text())
-    print(f"rocm image with the build stage: {seconds:.0f}s")
-    loaded = podman.run("load", "-i", str(work / "out" / "image.tar"), timeout=1800).stdout
-    assert info["name"] in loaded, loaded
-    yield {"work": work, "out": work / "out", "info": info, "stdout": proc.stdout, "podman": podman,
-           "seconds": seconds}
+    built = build_and_load_env_image(podman, env_file, links, work / "out", "--host-python", str(cpythons[python]),
+                                     env={"PYTORCH_ROCM_ARCH": EXT_ARCH, "MAX_JOBS": "2"})
+    print(f"rocm image with the build stage: {built['seconds']:.0f}s")
+    yield {"work": work, "out": work / "out", "podman": podman, **built}
     podman.run("system", "reset", "--force", check=False)
 
 
 def _run(rocm_image: dict, *args: str) -> str:
-    return rocm_image["podman"].run("run", "--rm", "--network=none", rocm_image["info"]["name"], *args,
-                                    timeout=600).stdout
+    return run_in_image(rocm_image["podman"], rocm_image["info"]["name"], *args)
 
 
 def _from_layer(rocm_image: dict, role: str, dest: Path, wanted) -> tuple[list[str], dict[str, Path]]:
