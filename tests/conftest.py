@@ -100,7 +100,6 @@ def feedstock_copy(tmp_path: Path) -> Path:
 
 # --- real conda packages (tests/realbuild): one local toolchain channel per session -------------
 
-REALBUILD_CPU_JOB = CPU_GENERIC_JOB
 REALBUILD_PYTHONS = ("3.11", "3.12")  # 3.12 is also the recipe's split_python; the wheel is cp311
 
 
@@ -126,8 +125,8 @@ def realbuild_toolchain(tmp_path_factory: pytest.TempPathFactory, cpythons: dict
             versions = machine_ready()
             # the recipe is 2.14+: its source is the test project's scikit-build-core form
             recipe = copy_recipe(work / "recipe", prepare_project_source(work / "source", "scikit-build-core"))
-            cpu_variant = machine_variant(REALBUILD_CPU_JOB, REALBUILD_PYTHONS, versions,
-                                          work / "variants" / f"{REALBUILD_CPU_JOB}.yaml")
+            cpu_variant = machine_variant(CPU_GENERIC_JOB, REALBUILD_PYTHONS, versions,
+                                          work / "variants" / f"{CPU_GENERIC_JOB}.yaml")
             toolchain = build_toolchain_channel(work / "toolchain", {v: cpythons[v] for v in REALBUILD_PYTHONS},
                                                 recipe, [cpu_variant])
         except ToolchainUnavailable as err:
@@ -138,7 +137,7 @@ def realbuild_toolchain(tmp_path_factory: pytest.TempPathFactory, cpythons: dict
     session = build_once(tmp_path_factory, "realbuild", build)
     patchelf_on_path()   # this worker's PATH too, when another worker built the channel
 
-    def variant(pythons: tuple[str, ...], dest: Path, job: str = REALBUILD_CPU_JOB) -> Path:
+    def variant(pythons: tuple[str, ...], dest: Path, job: str = CPU_GENERIC_JOB) -> Path:
         return machine_variant(job, pythons, session["versions"], dest)
 
     return {**session, "variant": variant}

@@ -15,7 +15,7 @@ from tests.support.paths import REPO_ROOT
 
 PLUGIN = """\
 import json
-SHARED = {"realbuild_toolchain", "wheelbuild", "cudawheel", "rig", "rocmbuild"}
+from tests.conftest import SHARED_PACKAGE_FIXTURES as SHARED   # what the order ranks by
 
 def pytest_collection_finish(session):
     files = {}
