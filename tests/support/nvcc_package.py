@@ -14,14 +14,13 @@ Cached like the NVIDIA channel, keyed by the wheels' sha256 and this file.
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import zipfile
 from pathlib import Path
 
-from tests.support.nvidia_wheels import BUILD_STRING, PACKAGE_FORMAT, _place, cache_root, download_pinned
-from tests.support.toolchain import ToolchainUnavailable, build_outputs, index_channel, recipe_output
+from tests.support.nvidia_wheels import BUILD_STRING, cached_packages, download_pinned, inputs_key
+from tests.support.toolchain import ToolchainUnavailable, recipe_output
 
 REQUIREMENTS = Path(__file__).resolve().parents[1] / "realbuild" / "nvcc-requirements.txt"
 TREE = "nvidia/cu13/"
@@ -30,14 +29,6 @@ TREE = "nvidia/cu13/"
 def _wheels(dest: Path) -> list[Path]:
     download_pinned(REQUIREMENTS, dest)
     return sorted(dest.glob("*.whl"))
-
-
-def _key(wheels: list[Path]) -> str:
-    digest = hashlib.sha256(Path(__file__).read_bytes())
-    for wheel in wheels:
-        with wheel.open("rb") as fh:
-            digest.update(f"{wheel.name} {hashlib.file_digest(fh, 'sha256').hexdigest()}\n".encode())
-    return digest.hexdigest()
 
 
 def _merge(wheels: list[Path], tree: Path) -> None:
@@ -70,30 +61,18 @@ def nvcc_channel(channel: Path, work: Path, cudart: str = "13.0.96", log=print) 
     version = next((w.name.split("-")[1] for w in wheels if w.name.startswith("nvidia_cuda_nvcc-")), None)
     if version is None:
         raise ToolchainUnavailable(f"pip download left no nvidia_cuda_nvcc wheel in {work / 'wheels'}")
-    key = _key(wheels)
-    cached = cache_root() / "nvcc-conda" / key[:24]
-    if not (cached / "complete").is_file():
-        log(f"nvcc: packaging {len(wheels)} wheels into {cached} (cache miss)")
-        tree = work / "tree"
+    tree = work / "tree"
+
+    def outputs() -> list[dict]:
         shutil.rmtree(tree, ignore_errors=True)
         _merge(wheels, tree)
         untouched = {"dynamic_linking": {"binary_relocation": False}, "prefix_detection": {"ignore": True}}
-        output = recipe_output("cuda-nvcc", version, BUILD_STRING,
-                               [f'cp -a "{tree}/." "$PREFIX/"'],
-                               f"NVIDIA's nvcc {version} wheels as a CUDA home in $PREFIX",
-                               run=[f"cuda-cudart-dev =={cudart}"], extra_build=untouched)
-        tmp = cached.with_name(f"{cached.name}.tmp-{os.getpid()}")
-        shutil.rmtree(tmp, ignore_errors=True)
-        build_outputs(work / "recipes", [("cuda-nvcc", [output])], tmp, log, package_format=PACKAGE_FORMAT)
-        for leftover in ("bld", "src_cache", "build_cache"):
-            shutil.rmtree(tmp / leftover, ignore_errors=True)
-        (tmp / "complete").write_text(f"{key}\n")
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        shutil.rmtree(cached, ignore_errors=True)
-        os.replace(tmp, cached)
+        return [recipe_output("cuda-nvcc", version, BUILD_STRING, [f'cp -a "{tree}/." "$PREFIX/"'],
+                              f"NVIDIA's nvcc {version} wheels as a CUDA home in $PREFIX",
+                              run=[f"cuda-cudart-dev =={cudart}"], extra_build=untouched)]
+
+    try:
+        return cached_packages("nvcc-conda", inputs_key(Path(__file__), wheels), channel, work, "cuda-nvcc",
+                               outputs, f"nvcc: {len(wheels)} wheels", log)
+    finally:
         shutil.rmtree(tree, ignore_errors=True)
-    else:
-        log(f"nvcc: cuda-nvcc from the cache {cached}")
-    placed = _place(sorted(cached.glob("linux-64/*.conda")), channel)
-    index_channel(channel)
-    return placed

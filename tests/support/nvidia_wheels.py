@@ -28,6 +28,7 @@ import sys
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from tests.support.real_wheel.cuda_wheel import keep_rpath_entries
 from tests.support.toolchain import ToolchainUnavailable, build_outputs, recipe_output, index_channel
@@ -120,12 +121,17 @@ def _sha256(path: Path) -> str:
         return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
+def inputs_key(generator: Path, files: list[Path]) -> str:
+    """sha256 over a package generator's source and every input file's name and sha256."""
+    digest = hashlib.sha256(generator.read_bytes())
+    for path in sorted(files, key=lambda p: p.name):
+        digest.update(f"{path.name} {_sha256(path)}\n".encode())
+    return digest.hexdigest()
+
+
 def cache_key(wheels: list[NvidiaWheel]) -> str:
     """sha256 over every input wheel's sha256 and this generator's source."""
-    digest = hashlib.sha256(Path(__file__).read_bytes())
-    for item in sorted(wheels, key=lambda w: w.wheel.name):
-        digest.update(f"{item.wheel.name} {_sha256(item.wheel)}\n".encode())
-    return digest.hexdigest()
+    return inputs_key(Path(__file__), [item.wheel for item in wheels])
 
 
 def extract_libraries(item: NvidiaWheel, dest: Path) -> list[Path]:
@@ -207,6 +213,29 @@ def _place(packages: list[Path], channel: Path) -> list[Path]:
     return placed
 
 
+def cached_packages(kind: str, key: str, channel: Path, work: Path, recipe: str,
+                    outputs: Callable[[], list[dict]], label: str, log=print) -> list[Path]:
+    """The packages of `recipe` with outputs() in `channel` (indexed): built once per key into
+    cache_root()/kind/ (a complete cache entry or none) and placed from there."""
+    cached = cache_root() / kind / key[:24]
+    if not (cached / "complete").is_file():
+        log(f"{label}: packaging into {cached} (cache miss)")
+        tmp = cached.with_name(f"{cached.name}.tmp-{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        build_outputs(work / "recipes", [(recipe, outputs())], tmp, log, package_format=PACKAGE_FORMAT)
+        for leftover in ("bld", "src_cache", "build_cache"):
+            shutil.rmtree(tmp / leftover, ignore_errors=True)
+        (tmp / "complete").write_text(f"{key}\n")
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(cached, ignore_errors=True)
+        os.replace(tmp, cached)  # a complete cache entry or none
+    else:
+        log(f"{label}: packages from the cache {cached}")
+    placed = _place(sorted(cached.glob("linux-64/*.conda")), channel)
+    index_channel(channel)
+    return placed
+
+
 def nvidia_channel(channel: Path, work: Path, log=print) -> list[Path]:
     """The repackaged NVIDIA packages in `channel` (indexed), from the cache when the same
     wheels were packaged before; returns the package files."""
@@ -214,24 +243,13 @@ def nvidia_channel(channel: Path, work: Path, log=print) -> list[Path]:
     unknown = [w.pypi_name for w in wheels if w.pypi_name not in CONDA_NAMES]
     if unknown:
         raise ToolchainUnavailable(f"no conda-forge name known for {', '.join(unknown)} (CONDA_NAMES)")
-    key = cache_key(wheels)
-    cached = cache_root() / "nvidia-conda" / key[:24]
-    if not (cached / "complete").is_file():
-        log(f"nvidia: packaging {len(wheels)} wheels into {cached} (cache miss)")
+
+    def outputs() -> list[dict]:
         extracted = {w.pypi_name: extract_libraries(w, work / "extracted" / w.pypi_name) for w in wheels}
-        tmp = cached.with_name(f"{cached.name}.tmp-{os.getpid()}")
-        shutil.rmtree(tmp, ignore_errors=True)
-        build_outputs(work / "recipes", [("nvidia-wheels", package_outputs(wheels, extracted))],
-                      tmp, log, package_format=PACKAGE_FORMAT)
-        for leftover in ("bld", "src_cache", "build_cache"):
-            shutil.rmtree(tmp / leftover, ignore_errors=True)
-        (tmp / "complete").write_text(f"{key}\n")
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        shutil.rmtree(cached, ignore_errors=True)
-        os.replace(tmp, cached)  # a complete cache entry or none
+        return package_outputs(wheels, extracted)
+
+    try:
+        return cached_packages("nvidia-conda", cache_key(wheels), channel, work, "nvidia-wheels", outputs,
+                               f"nvidia: {len(wheels)} wheels", log)
+    finally:
         shutil.rmtree(work / "extracted", ignore_errors=True)
-    else:
-        log(f"nvidia: packages from the cache {cached}")
-    placed = _place(sorted(cached.glob("linux-64/*.conda")), channel)
-    index_channel(channel)
-    return placed
