@@ -143,6 +143,14 @@ class CMakeCache:
         self._entries[key] = entry
         return old.value
 
+    def remove(self, key: str) -> str:
+        """Drop `key` (its line goes; the comment CMake wrote above it may stay, as CMake
+        itself leaves it); returns the old value. A missing key is a one-line error."""
+        old = self.get(key)
+        entry = self._entries.pop(key)
+        self._lines[entry.line] = ""
+        return old
+
     def write(self, path: Path) -> None:
         """Write atomically: a temporary file in the same folder, then rename over `path`."""
         write_atomically(Path(path), self.to_bytes())

@@ -19,10 +19,12 @@ from pathlib import Path
 from typing import Mapping, Protocol, Sequence
 
 from . import job_pools, log
+from .cmake_cache import CMakeCache
 from .context import BuildContext
 from .errors import MegabuildError
 from .python_target import PythonTarget
 from .staging import find_layout_dir
+from .tool_versions import check_cmake
 
 
 class Frontend(Protocol):
@@ -40,6 +42,28 @@ class Frontend(Protocol):
 
 # Optional: `layout_dir(ctx, target) -> Path`, the `torch/` folder whose bin, lib, include and
 # share the split step stages. Without it, setup.py's `build_dir/lib.*/torch` is looked up.
+# Optional: `check(ctx)`, what the front end refuses (a CMake outside the recipe's range, a
+# build folder of another source tree), called by every step before it writes anything; a
+# front end that runs no CMake (the tests' wheel stand-in) has none.
+
+
+def check_frontend(frontend: Frontend, ctx: BuildContext) -> None:
+    """The front end's own refusals, if it has any (see `check` above)."""
+    check = getattr(frontend, "check", None)
+    if callable(check):
+        check(ctx)
+
+
+def check_cache_source(cache_file: Path, src_dir: Path, start_over: str) -> None:
+    """Refuse a CMake cache that another source tree configured (CMAKE_HOME_DIRECTORY)."""
+    if not cache_file.is_file():
+        return
+    cache = CMakeCache.read(cache_file)
+    home = cache.get("CMAKE_HOME_DIRECTORY") if "CMAKE_HOME_DIRECTORY" in cache else ""
+    source = Path(src_dir).resolve()
+    if home and Path(home).resolve() != source:
+        raise MegabuildError(f"{cache_file} is a CMake cache of the source tree {home}, not "
+                             f"{source}; {start_over}")
 
 
 def run_command(args: Sequence[str | Path], ctx: BuildContext,
@@ -61,6 +85,12 @@ class SetupPyFrontend:
 
     def build_dir(self, ctx: BuildContext) -> Path:
         return ctx.src_dir / "build"
+
+    def check(self, ctx: BuildContext) -> None:
+        check_cmake(ctx.env)
+        build_dir = self.build_dir(ctx)
+        check_cache_source(build_dir / "CMakeCache.txt", ctx.src_dir,
+                           f"remove {build_dir} to build from scratch, or build from that tree")
 
     def build(self, ctx: BuildContext) -> None:
         job_pools.ensure_include(ctx.env)  # CMake reads it at (re)configure time

@@ -10,6 +10,7 @@ against.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,25 +19,14 @@ from typing import Mapping
 from .cmake_cache import CMakeCache
 from .errors import MegabuildError
 
-# Mirrors FindPython (CMake 3.25): distutils' answers where distutils exists, sysconfig otherwise;
-# except on a free-threaded build, where distutils (setuptools 80.9's copy) drops the `t`
-# (lib/python3.13/site-packages for lib/python3.13t/...: folders that do not exist), so the
-# retarget would write wrong paths and its leftover guard would stop; sysconfig is right there.
+# The four library folders as FindPython asks for them in every CMake the recipe accepts
+# (3.27 and later, megabuild/toolchain.py): sysconfig's paths on Python 3.10 and later (CMake
+# 3.25 asked distutils first, whose answers differ in a virtual environment and drop the `t`
+# of a free-threaded build). The driver supports no Python older than 3.10.
 _QUERY = r"""
-import json, struct, sys, sysconfig, warnings
+import json, struct, sys, sysconfig
 def libpaths():
-    if sysconfig.get_config_var("Py_GIL_DISABLED"):
-        return [sysconfig.get_path(n) for n in ("stdlib", "platstdlib", "purelib", "platlib")]
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            from distutils import sysconfig as ds
-        return [ds.get_python_lib(plat_specific=False, standard_lib=True),
-                ds.get_python_lib(plat_specific=True, standard_lib=True),
-                ds.get_python_lib(plat_specific=False, standard_lib=False),
-                ds.get_python_lib(plat_specific=True, standard_lib=False)]
-    except Exception:
-        return [sysconfig.get_path(n) for n in ("stdlib", "platstdlib", "purelib", "platlib")]
+    return [sysconfig.get_path(n) for n in ("stdlib", "platstdlib", "purelib", "platlib")]
 try:
     import numpy
     numpy_include = numpy.get_include()
@@ -67,6 +57,7 @@ print(json.dumps(dict(
 
 
 PROPERTY_FIELDS = (11, 12)  # _Python_INTERPRETER_PROPERTIES: CMake <= 3.25, >= 3.26
+NO_ABIFLAGS = "<none>"  # how CMake 3.30 and later record an empty ABIFLAGS
 
 
 @dataclass(frozen=True)
@@ -105,18 +96,6 @@ class PythonTarget:
     def pyc_tag(self) -> str:
         return self.cache_tag or f"cpython-{self.nodot}"
 
-    def interpreter_properties(self, fields: int = 11) -> str:
-        """The value FindPython stores as `_Python_INTERPRETER_PROPERTIES`: 11 fields up to
-        CMake 3.25, 12 (the stable-ABI suffix after SOABI) from 3.26, which is also the
-        FindPython scikit-build-core brings along for an older CMake."""
-        if fields not in PROPERTY_FIELDS:
-            raise MegabuildError(f"_Python_INTERPRETER_PROPERTIES with {fields} fields is not a "
-                                 "form the driver knows (11 or 12); unsupported CMake version?")
-        major, minor, patch = (self.version.split(".") + ["0", "0"])[:3]
-        abi = [self.soabi, self.sosabi] if fields == 12 else [self.soabi]
-        return ";".join(["Python", major, minor, patch, str(self.pointer_bits), self.abiflags,
-                         *abi, self.stdlib, self.platstdlib, self.purelib, self.platlib])
-
     # -- constructors ------------------------------------------------------------------------
     @classmethod
     def query(cls, python: Path, env: Mapping[str, str] | None = None) -> "PythonTarget":
@@ -142,7 +121,9 @@ class PythonTarget:
 
     @classmethod
     def from_cmake_cache(cls, cache: CMakeCache) -> "PythonTarget":
-        """The Python a cache was configured against, from FindPython's entries."""
+        """The Python a cache was configured against, from FindPython's entries; a cache
+        without FindPython's `Python` record is a one-line error naming the requirement."""
+        require_python_record(cache)
         props = cache.get("_Python_INTERPRETER_PROPERTIES").split(";")
         if len(props) not in PROPERTY_FIELDS:
             raise MegabuildError(f"{cache.source}: _Python_INTERPRETER_PROPERTIES has "
@@ -162,9 +143,29 @@ class PythonTarget:
             executable=executable, version=f"{major}.{minor}.{patch}", soabi=soabi,
             ext_suffix=ext_suffix, include_dir=cache.get("_Python_INCLUDE_DIR"),
             stdlib=stdlib, platstdlib=platstdlib, purelib=purelib, platlib=platlib,
-            abiflags=abiflags, pointer_bits=int(bits or 64), sosabi=sosabi,
+            abiflags="" if abiflags == NO_ABIFLAGS else abiflags, pointer_bits=int(bits or 64), sosabi=sosabi,
             base_prefix=next((cache.get(k) for k in ("Python_ROOT_DIR", "Python3_ROOT_DIR")
                               if k in cache), ""),
             numpy_include=numpy.value if numpy and numpy.value else None,
             library=library.value if library and library.value else None,
         )
+
+
+RECORD_ENTRIES = ("_Python_INTERPRETER_PROPERTIES", "_Python_INCLUDE_DIR")
+_OTHER_PREFIX = re.compile(r"^_(Python[23])_INTERPRETER_PROPERTIES$")
+
+
+def require_python_record(cache: CMakeCache) -> None:
+    """The megabuild retargets what FindPython records under the `Python` prefix, as PyTorch's
+    `find_package(Python ... COMPONENTS Interpreter Development.Module)` writes it; a project
+    that finds its interpreter another way cannot be retargeted, and is told so."""
+    missing = [key for key in RECORD_ENTRIES if key not in cache]
+    if not missing:
+        return
+    others = sorted({m.group(1) for m in (_OTHER_PREFIX.match(e.key) for e in cache) if m})
+    found = (f"the project finds Python with find_package({others[0]} ...)" if others else
+             "the project's configure did not run FindPython")
+    raise MegabuildError(f"{cache.source}: {found}, so the cache has no {missing[0]}; the "
+                         "megabuild retargets FindPython's `Python` prefix only: find the "
+                         "interpreter with find_package(Python COMPONENTS Interpreter "
+                         "Development.Module), as PyTorch's CMakeLists.txt does")

@@ -5,13 +5,21 @@ NumPy, or when its value refers to one of the old interpreter's folders (CMAKE_P
 holds the build interpreter's site-packages without saying so). Each such value is rewritten
 structurally, never by searching for version strings:
 
-- `_Python_INTERPRETER_PROPERTIES` is rebuilt from the new interpreter's description;
+- FindPython's record of the interpreter it found (`RECORD_KEYS`: `_Python_EXECUTABLE`,
+  `_Python_INTERPRETER_PROPERTIES` and its signature) is dropped, never rewritten: with
+  `Python_EXECUTABLE` naming the new interpreter and no record, FindPython asks that
+  interpreter itself and writes the record in the spelling of the CMake in use (from 3.30 an
+  empty ABIFLAGS is `<none>`, before it an empty field; a record in the wrong spelling makes
+  FindPython miss `Development.Module`). Measured on the test project: the same objects
+  recompile per Python switch as with a rewritten record (docs/driver.md);
 - `FIND_PACKAGE_MESSAGE_DETAILS_*` has its bracketed fields mapped (paths, `v3.12.1`);
 - every other value is split as a CMake list and each element that is an old path (or lies
   under an old library/include folder), the old SOABI or the old extension suffix is replaced.
 
-FindPython's `_Python_*_SIGNATURE` checksums are left stale: with `Python_EXECUTABLE` set,
-CMake recomputes what it needs. Afterwards every Python entry is checked for traces of the old
+CMake's entries about itself (`CMAKE_COMMAND`, `CMAKE_ROOT`, ...) never change, even when CMake
+is installed in the old interpreter's site-packages (PyPI's cmake): they are not Python
+entries. FindPython's other `_Python_*_SIGNATURE` checksums are left stale: a new interpreter
+makes FindPython recompute what depends on it. Afterwards every Python entry is checked for traces of the old
 interpreter (its paths, SOABI, `3.12`, `3;12`, `cpython-312`, `python3.12`, and between a GIL
 and a free-threaded build of one version the other ABI's `3.13`/`3.13t` spellings); any trace
 stops the driver with an error naming the entry, before anything is written.
@@ -28,6 +36,10 @@ from .python_target import PythonTarget
 PYTHON_KEY = re.compile(r"python|pybind11|numpy", re.IGNORECASE)
 SIGNATURE_KEY = re.compile(r"^_Python\w*_SIGNATURE$")
 PROPERTIES_KEY = "_Python_INTERPRETER_PROPERTIES"
+RECORD_KEYS = ("_Python_EXECUTABLE", PROPERTIES_KEY, "_Python_INTERPRETER_SIGNATURE")
+# CMake's own installation, recorded at every configure; a PyPI cmake lives in site-packages
+CMAKE_OWN_KEYS = frozenset({"CMAKE_COMMAND", "CMAKE_CTEST_COMMAND", "CMAKE_CPACK_COMMAND",
+                            "CMAKE_ROOT"})
 MESSAGE_KEY = re.compile(r"^FIND_PACKAGE_MESSAGE_DETAILS_")
 
 
@@ -35,7 +47,12 @@ MESSAGE_KEY = re.compile(r"^FIND_PACKAGE_MESSAGE_DETAILS_")
 class CacheChange:
     key: str
     old: str
-    new: str
+    new: str | None  # None: the entry is dropped
+
+    def describe(self) -> str:
+        if self.new is None:
+            return f"{self.key}: dropped ({self.old}); FindPython writes it again for the new interpreter"
+        return f"{self.key}: {self.old} -> {self.new}"
 
 
 class _PathMap:
@@ -92,7 +109,7 @@ def python_entry_keys(cache: CMakeCache, old: PythonTarget, new: PythonTarget) -
     """Keys of the entries that belong to the Python configuration (checksums excluded)."""
     paths = _PathMap(old, new)
     return [e.key for e in cache
-            if not SIGNATURE_KEY.match(e.key)
+            if not SIGNATURE_KEY.match(e.key) and e.key not in CMAKE_OWN_KEYS
             and (PYTHON_KEY.search(e.key) or paths.references_old(e.value))]
 
 
@@ -106,19 +123,20 @@ def retarget_cache(cache: CMakeCache, new: PythonTarget,
     old = old or PythonTarget.from_cmake_cache(cache)
     paths = _PathMap(old, new)
     keys = python_entry_keys(cache, old, new)
-    planned: list[CacheChange] = []
+    # the same interpreter keeps its record (a step for the split's own Python); any other,
+    # even one at the same path (conda-build gives every output the same $PREFIX), drops it
+    planned: list[CacheChange] = [] if same_interpreter(old, new) else [
+        CacheChange(key, cache.get(key), None) for key in RECORD_KEYS if key in cache]
+    dropped = {change.key for change in planned}
+    keys = [key for key in keys if key not in dropped]
     for key in keys:
         value = cache.get(key)
-        if key == PROPERTIES_KEY:
-            updated = new.interpreter_properties(fields=len(value.split(";")))
-        elif MESSAGE_KEY.match(key):
-            updated = paths.map_message(key, value)
-        else:
-            updated = paths.map_list(key, value)
+        updated = (paths.map_message(key, value) if MESSAGE_KEY.match(key)
+                   else paths.map_list(key, value))
         if updated != value:
             planned.append(CacheChange(key, value, updated))
     after = {key: cache.get(key) for key in keys}
-    after.update({change.key: change.new for change in planned})
+    after.update({change.key: change.new for change in planned if change.new is not None})
     for key, value in after.items():
         checked = requested_version_removed(value) if MESSAGE_KEY.match(key) else value
         trace = find_trace(checked, old, new)
@@ -127,8 +145,18 @@ def retarget_cache(cache: CMakeCache, new: PythonTarget,
                                  f"({trace!r} in {value[:120]!r}) after retargeting to "
                                  f"{new.executable}; the driver does not know how to rewrite it")
     for change in planned:
-        cache.set(change.key, change.new)
+        if change.new is None:
+            cache.remove(change.key)
+        else:
+            cache.set(change.key, change.new)
     return planned
+
+
+def same_interpreter(old: PythonTarget, new: PythonTarget) -> bool:
+    """Whether FindPython's record of `old` describes `new` too (the fields it holds)."""
+    fields = ("executable", "version", "abiflags", "soabi", "stdlib", "platstdlib", "purelib",
+              "platlib", "pointer_bits")
+    return all(getattr(old, name) == getattr(new, name) for name in fields)
 
 
 def requested_version_removed(message: str) -> str:

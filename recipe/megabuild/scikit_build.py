@@ -48,8 +48,9 @@ from . import job_pools, log
 from .cmake_cache import CMakeCache
 from .context import BuildContext
 from .errors import MegabuildError
-from .frontend import run_command
+from .frontend import check_cache_source, run_command
 from .python_target import PythonTarget
+from .tool_versions import check_cmake
 
 BUILD_DIR_NAME = "megabuild-build"  # in the source tree (rattler-build's staging cache keeps it)
 BACKEND_DIR = "scikit-build-core"  # in the stage: the one scikit-build-core every step runs
@@ -131,13 +132,12 @@ class ScikitBuildCoreFrontend:
                 raise MegabuildError(f"{build_dir} was configured by the scikit-build-core at "
                                      f"{recorded}, not by the driver's copy {backend}; running "
                                      f"it now would clear every object; {start_over}")
-        cache_file = build_dir / "CMakeCache.txt"
-        if cache_file.exists():
-            cache = CMakeCache.read(cache_file)
-            home = cache.get("CMAKE_HOME_DIRECTORY") if "CMAKE_HOME_DIRECTORY" in cache else ""
-            if home and Path(home).resolve() != source:
-                raise MegabuildError(f"{build_dir} holds a CMake cache of the source tree {home}, "
-                                     f"not {source}; {start_over}")
+        check_cache_source(build_dir / "CMakeCache.txt", ctx.src_dir, start_over)
+
+    def check(self, ctx: BuildContext) -> None:
+        """What every step checks first: the CMake in range, the build folder this tree's."""
+        check_cmake(ctx.env)
+        self.check_build_dir(ctx)
 
     # -- the one scikit-build-core --------------------------------------------------------
     def freeze_backend(self, ctx: BuildContext) -> str:

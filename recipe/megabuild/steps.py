@@ -49,8 +49,9 @@ from .cmake_cache import CMakeCache
 from .context import BuildContext
 from .errors import MegabuildError
 from .files import write_atomically
-from .frontend import Frontend, layout_dir, run_command, select_frontend
-from .python_target import PythonTarget
+from .frontend import (Frontend, check_cache_source, check_frontend, layout_dir, run_command,
+                       select_frontend)
+from .python_target import PythonTarget, require_python_record
 from .retarget import retarget_cache
 from .source_prep import prepare_source
 from .staging import (copy_tree, find_clobbers, installed_top_levels,
@@ -141,6 +142,7 @@ def _stage_libtorch(layout: Path, dest: Path) -> None:
 def run_split(ctx: BuildContext, frontend: Frontend | None = None) -> None:
     frontend = frontend or select_frontend(ctx.env, ctx.src_dir)
     backend = gpu_backend(ctx.variant)
+    check_frontend(frontend, ctx)  # before anything is written
     target = PythonTarget.query(ctx.python, ctx.env)
     build_dir = frontend.build_dir(ctx)
     ctx.stage_dir.mkdir(parents=True, exist_ok=True)
@@ -151,8 +153,10 @@ def run_split(ctx: BuildContext, frontend: Frontend | None = None) -> None:
         run_hipify(ctx)
     with log.step(f"split: build against Python {target.version}"):
         frontend.build(ctx)
-    layout = layout_dir(frontend, ctx, target)
     cache_path = build_dir / "CMakeCache.txt"
+    # what the pytorch steps will need of this cache, checked before anything is staged
+    require_python_record(CMakeCache.read(cache_path))
+    layout = layout_dir(frontend, ctx, target)
     if backend == "cuda":
         _stage_linalg(layout, linalg_stage_dir(ctx, magma=False))
         _wait_past_install_granularity(build_dir)
@@ -179,6 +183,13 @@ def run_split(ctx: BuildContext, frontend: Frontend | None = None) -> None:
     log.info(f"saved pristine cache -> {pristine_cache_path(ctx)}")
 
 
+def check_stage_source(ctx: BuildContext) -> None:
+    """Refuse a stage that the split step of another source tree made (its pristine cache
+    records the tree), before a step installs or rebuilds from it."""
+    check_cache_source(pristine_cache_path(ctx), ctx.src_dir,
+                       f"run the libtorch-split step for this tree, or remove {ctx.stage_dir}")
+
+
 def _require_stage(path: Path) -> None:
     if not path.is_dir() or not any(path.iterdir()):
         raise MegabuildError(f"no staged files in {path}; run the libtorch-split step "
@@ -201,6 +212,7 @@ def install_staged(source: Path, prefix: Path) -> list[Path]:
 def install_libtorch(ctx: BuildContext) -> None:
     source = ctx.stage_dir / LIBTORCH_STAGE
     _require_stage(source)
+    check_stage_source(ctx)
     with log.step(f"libtorch: install staged files into {ctx.prefix}"):
         copied = install_staged(source, ctx.prefix)
         log.info(f"installed {len(copied)} files")
@@ -227,6 +239,7 @@ def install_cuda_linalg(ctx: BuildContext) -> None:
     magma = use_magma(ctx)
     source = linalg_stage_dir(ctx, magma)
     _require_stage(source)
+    check_stage_source(ctx)
     with log.step(f"libtorch-cuda-linalg ({'magma' if magma else 'nomagma'}): install"):
         copied = install_staged(source, ctx.prefix)
         log.info(f"installed {', '.join(p.name for p in copied)}")
@@ -248,7 +261,7 @@ def _retarget_split_cache(ctx: BuildContext, frontend: Frontend, target: PythonT
         cache = CMakeCache.read(pristine_cache_path(ctx))
         changes = retarget_cache(cache, target)
         for change in changes:
-            log.info(f"  {change.key}: {change.old} -> {change.new}")
+            log.info(f"  {change.describe()}")
         cache.write(frontend.build_dir(ctx) / "CMakeCache.txt")
 
 
@@ -273,6 +286,10 @@ def build_pytorch(ctx: BuildContext, frontend: Frontend | None = None) -> None:
                              "(the top-level build) first")
     # picked after the preconditions: "run the split first" is the more useful first error
     frontend = frontend or select_frontend(ctx.env, ctx.src_dir)
+    # refusals first: nothing is written for a foreign stage, build folder or CMake
+    if retarget:
+        check_stage_source(ctx)
+    check_frontend(frontend, ctx)
     target = PythonTarget.query(ctx.python, ctx.env)
     if retarget:
         _retarget_split_cache(ctx, frontend, target)

@@ -8,7 +8,7 @@ import pytest
 from megabuild.cmake_cache import CMakeCache
 from megabuild.errors import MegabuildError
 from megabuild.python_target import PythonTarget
-from megabuild.retarget import python_entry_keys, retarget_cache
+from megabuild.retarget import RECORD_KEYS, python_entry_keys, retarget_cache
 
 # What sysconfig reports for the interpreter of the py311 cache (values read off that cache).
 PY311 = PythonTarget(
@@ -23,15 +23,15 @@ PY311 = PythonTarget(
     platlib="/opt/envs/py311/lib/python3.11/site-packages",
     numpy_include="/opt/envs/py311/lib/python3.11/site-packages/numpy/_core/include",
 )
-# The Python entries the fixture README lists (the checksums are allowed to stay stale).
+# The Python entries the fixture README lists (the checksums are allowed to stay stale), less
+# FindPython's record of the interpreter, which the retarget drops for FindPython to rewrite.
 PYTHON_ENTRIES = {
-    "CMAKE_PREFIX_PATH", "Python_EXECUTABLE", "_Python_EXECUTABLE", "_Python_INCLUDE_DIR",
-    "_Python_NumPy_INCLUDE_DIR", "_Python_INTERPRETER_PROPERTIES",
+    "CMAKE_PREFIX_PATH", "Python_EXECUTABLE", "_Python_INCLUDE_DIR",
+    "_Python_NumPy_INCLUDE_DIR",
     "FIND_PACKAGE_MESSAGE_DETAILS_Python", "PYBIND11_PYTHON_EXECUTABLE_LAST",
     "PYTHON_MODULE_EXTENSION", "pybind11_INCLUDE_DIRS",
 }
-CHECKSUMS = {"_Python_INTERPRETER_SIGNATURE", "_Python_DEVELOPMENT_MODULE_SIGNATURE",
-             "_Python_NUMPY_SIGNATURE"}
+CHECKSUMS = {"_Python_DEVELOPMENT_MODULE_SIGNATURE", "_Python_NUMPY_SIGNATURE"}
 UNRELATED = "//Oldest protobuf accepted\nProtobuf_MIN_VERSION:STRING=3.12.4\n\n"
 
 
@@ -133,8 +133,17 @@ def test_missing_file_says_what_to_do(tmp_path: Path) -> None:
 # -- reading the Python out of a cache ---------------------------------------------------------
 def test_python_target_read_from_cache_matches_sysconfig_values(py311_bytes: bytes) -> None:
     assert PythonTarget.from_cmake_cache(CMakeCache.parse(py311_bytes)) == PY311
-    assert PY311.interpreter_properties() == CMakeCache.parse(py311_bytes).get(
-        "_Python_INTERPRETER_PROPERTIES")
+
+
+def test_an_empty_abiflags_reads_the_same_in_both_spellings(py311_bytes: bytes) -> None:
+    """CMake 3.30 and later write an empty ABIFLAGS as `<none>`, older ones an empty field."""
+    text = py311_bytes.decode()
+    record = CMakeCache.parse(text).get("_Python_INTERPRETER_PROPERTIES")
+    fields = record.split(";")
+    assert fields[5] == ""
+    fields[5] = "<none>"
+    newer = CMakeCache.parse(text.replace(record, ";".join(fields)))
+    assert PythonTarget.from_cmake_cache(newer) == PY311
 
 
 # -- retargeting 3.12 -> 3.11 on the real caches ------------------------------------------------
@@ -142,17 +151,43 @@ def test_retarget_reproduces_py311_python_entries_and_nothing_else(
         py312_bytes: bytes, py311_bytes: bytes) -> None:
     cache = CMakeCache.parse(py312_bytes)
     changes = retarget_cache(cache, PY311)
-    assert {c.key for c in changes} == PYTHON_ENTRIES
-    out = cache.to_bytes().splitlines(keepends=True)
-    ref = py311_bytes.splitlines(keepends=True)
-    old = py312_bytes.splitlines(keepends=True)
-    assert len(out) == len(ref) == len(old)
-    for got, want, before in zip(out, ref, old):
-        key = got.split(b":", 1)[0].decode()
-        if key in CHECKSUMS:
-            assert got == before  # stale checksums are fine, and untouched
+    assert {c.key for c in changes} == PYTHON_ENTRIES | set(RECORD_KEYS)
+    assert {c.key for c in changes if c.new is None} == set(RECORD_KEYS)
+    out, ref, old = (CMakeCache.parse(data) for data in (cache.to_bytes(), py311_bytes, py312_bytes))
+    assert {e.key for e in out} == {e.key for e in ref} - set(RECORD_KEYS)
+    for entry in out:
+        if entry.key in CHECKSUMS:
+            assert entry.value == old.get(entry.key)  # stale checksums are fine, and untouched
         else:
-            assert got == want, key
+            assert (entry.type, entry.value) == (ref.entry(entry.key).type, ref.get(entry.key)), entry.key
+    # every line but the dropped ones stays where it was
+    kept = [line for line in cache.to_bytes().splitlines() if line.split(b":", 1)[0].decode() not in RECORD_KEYS]
+    assert len(kept) == len(py312_bytes.splitlines()) - len(RECORD_KEYS)
+
+
+def test_cmakes_own_entries_stay_when_cmake_lives_in_site_packages(py312_bytes: bytes) -> None:
+    """PyPI's cmake in the old interpreter's site-packages: CMAKE_COMMAND and CMAKE_ROOT are
+    CMake's entries about itself, not Python entries, and keep the old path."""
+    old = PythonTarget.from_cmake_cache(CMakeCache.parse(py312_bytes))
+    data = f"{old.purelib}/cmake/data"
+    own = {"CMAKE_COMMAND": f"{data}/bin/cmake", "CMAKE_CTEST_COMMAND": f"{data}/bin/ctest",
+           "CMAKE_CPACK_COMMAND": f"{data}/bin/cpack", "CMAKE_ROOT": f"{data}/share/cmake-4.4"}
+    cache = CMakeCache.parse(py312_bytes)
+    for key, value in own.items():
+        cache.set(key, value)
+    changes = retarget_cache(cache, PY311)
+    assert not {c.key for c in changes} & set(own)
+    assert {key: cache.get(key) for key in own} == own
+
+
+def test_another_interpreter_at_the_same_path_drops_the_record(py312_bytes: bytes) -> None:
+    """conda-build gives every output the same $PREFIX: the path alone does not decide."""
+    from dataclasses import replace
+    cache = CMakeCache.parse(py312_bytes)
+    old = PythonTarget.from_cmake_cache(cache)
+    changes = retarget_cache(cache, replace(PY311, executable=old.executable))
+    assert {c.key for c in changes if c.new is None} == set(RECORD_KEYS)
+    assert not any(key in cache for key in RECORD_KEYS)
 
 
 def test_retarget_keeps_an_unrelated_entry_with_3_12(py312_bytes: bytes) -> None:
@@ -169,8 +204,7 @@ def test_blind_substitution_gets_python_entries_wrong(py312_bytes: bytes,
     want = CMakeCache.parse(py311_bytes)
     wrong = {key for key in PYTHON_ENTRIES if blind.get(key) != want.get(key)}
     # the venv path carries no version, the base install the full one (3.12.1 -> 3.11.1)
-    assert {"Python_EXECUTABLE", "_Python_EXECUTABLE", "_Python_INCLUDE_DIR",
-            "_Python_INTERPRETER_PROPERTIES", "CMAKE_PREFIX_PATH"} <= wrong
+    assert {"Python_EXECUTABLE", "_Python_INCLUDE_DIR", "CMAKE_PREFIX_PATH"} <= wrong
     assert blind.get("_Python_INCLUDE_DIR") == "/opt/python/3.11.1/include/python3.11"
     ours = CMakeCache.parse(py312_bytes)
     retarget_cache(ours, PY311)
@@ -180,8 +214,8 @@ def test_blind_substitution_gets_python_entries_wrong(py312_bytes: bytes,
 def test_python_entries_are_found_by_key_and_by_value(py312_bytes: bytes) -> None:
     cache = CMakeCache.parse(py312_bytes)
     keys = set(python_entry_keys(cache, PythonTarget.from_cmake_cache(cache), PY311))
-    assert PYTHON_ENTRIES <= keys  # CMAKE_PREFIX_PATH only by its value
-    assert not keys & CHECKSUMS
+    assert PYTHON_ENTRIES | {"_Python_EXECUTABLE", "_Python_INTERPRETER_PROPERTIES"} <= keys  # CMAKE_PREFIX_PATH only by its value
+    assert not keys & CHECKSUMS and "_Python_INTERPRETER_SIGNATURE" not in keys
     assert "CMAKE_INSTALL_PREFIX" not in keys
 
 
@@ -205,4 +239,4 @@ def test_target_without_numpy_is_refused_when_cache_needs_it(py312_bytes: bytes)
 def test_retarget_to_same_python_changes_nothing(py312_bytes: bytes) -> None:
     cache = CMakeCache.parse(py312_bytes)
     assert retarget_cache(cache, PythonTarget.from_cmake_cache(cache)) == []
-    assert cache.to_bytes() == py312_bytes
+    assert cache.to_bytes() == py312_bytes  # FindPython's record stays too

@@ -12,7 +12,7 @@ import pytest
 from megabuild.cmake_cache import CMakeCache
 from megabuild.errors import MegabuildError
 from megabuild.python_target import PythonTarget
-from megabuild.retarget import retarget_cache
+from megabuild.retarget import RECORD_KEYS, retarget_cache
 
 # how a --disable-gil build of the same install spells its folders and ABI
 FREE_THREADED_SPELLINGS = (("/py312/", "/py312t/"), ("python3.12", "python3.12t"),
@@ -51,17 +51,21 @@ def test_free_threaded_is_read_from_abiflags_or_soabi(py312: bytes) -> None:
 def test_gil_to_free_threaded_and_back_leaves_no_trace_either_way(py312: bytes) -> None:
     cache = CMakeCache.parse(py312)
     gil = PythonTarget.from_cmake_cache(cache)
-    changes = retarget_cache(cache, as_free_threaded(gil))
-    keys = {c.key for c in changes}
-    assert {"_Python_INCLUDE_DIR", "PYTHON_MODULE_EXTENSION", "_Python_INTERPRETER_PROPERTIES"} <= keys
+    py312t = as_free_threaded(gil)
+    changes = retarget_cache(cache, py312t)
+    keys = {c.key for c in changes if c.new is not None}
+    assert {"_Python_INCLUDE_DIR", "PYTHON_MODULE_EXTENSION"} <= keys
+    # FindPython's record (ABIFLAGS `t` in CMake's own spelling) is left for FindPython to write
+    assert {c.key for c in changes if c.new is None} == set(RECORD_KEYS)
     to_t = python_values(cache, keys)
     assert cache.get("PYTHON_MODULE_EXTENSION") == ".cpython-312t-x86_64-linux-gnu.so"
-    assert cache.get("_Python_INTERPRETER_PROPERTIES").split(";")[5:7] == [
-        "t", "cpython-312t-x86_64-linux-gnu"]
     assert "python3.12/" not in to_t and "cpython-312-" not in to_t  # no GIL entry kept
-    # and back: the GIL cache again, byte for byte, with no `t` entry left
-    retarget_cache(cache, gil)
-    assert cache.to_bytes() == py312
+    # and back (from that cache, which now lacks the record: the old interpreter is named):
+    # the GIL cache again, byte for byte but for the dropped record, with no `t` entry left
+    retarget_cache(cache, gil, old=py312t)
+    want = b"".join(line for line in py312.splitlines(keepends=True)
+                    if line.split(b":", 1)[0].decode() not in RECORD_KEYS)
+    assert cache.to_bytes() == want
     assert "312t" not in python_values(cache, keys) and "3.12t" not in python_values(cache, keys)
 
 
@@ -86,6 +90,6 @@ def test_a_mixed_up_abi_left_behind_stops_the_driver(py312: bytes, direction: st
     cache = CMakeCache.parse(start + extra)
     before = cache.text()
     with pytest.raises(MegabuildError, match="entry PYTHON_CONFIG_DIR|entry Python_CONFIG_HINT") as info:
-        retarget_cache(cache, target)
+        retarget_cache(cache, target, old=gil if direction == "gil_to_t" else py312t)
     assert repr(trace) in str(info.value) and "\n" not in str(info.value)
     assert cache.text() == before  # nothing applied

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import megabuild_harness as harness
+from tests.support.build_tools import tool_path
 from megabuild.cmake_cache import CMakeCache
 from megabuild.context import BuildContext
 from megabuild.errors import MegabuildError
@@ -230,7 +231,7 @@ def test_a_scikit_build_core_older_than_1_0_is_refused(cpythons, tmp_path: Path)
     ctx = BuildContext.create(src, tmp_path / "prefix", venv / "bin" / "python",
                               {"PKG_NAME": "libtorch-split", "cuda_compiler_version": "None",
                                "blas_impl": "generic", "target_platform": "linux-64",
-                               "CPU_COUNT": "2"}, {"PATH": "/usr/bin:/bin"})
+                               "CPU_COUNT": "2"}, {"PATH": tool_path(path="/usr/bin:/bin")})
     with pytest.raises(MegabuildError, match=r"scikit-build-core 0\.11\.6 .* older than 1\.0"):
         run_step(ctx)
     assert not (src / BUILD_DIR_NAME).exists()

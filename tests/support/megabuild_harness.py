@@ -26,7 +26,9 @@ if str(REPO_ROOT / "recipe") not in sys.path:
     sys.path.insert(0, str(REPO_ROOT / "recipe"))
 
 from megabuild.context import BuildContext  # noqa: E402
-from megabuild.frontend import Frontend, SetupPyFrontend, layout_dir, run_command, select_frontend  # noqa: E402
+from tests.support.build_tools import NEWEST_CMAKE, BuildToolsUnavailable, tool_path  # noqa: E402
+from megabuild.frontend import (Frontend, SetupPyFrontend, check_frontend, layout_dir, run_command,  # noqa: E402
+                                select_frontend)
 from megabuild.scikit_build import ScikitBuildCoreFrontend  # noqa: E402
 from megabuild.source_prep import prepare_source  # noqa: E402
 from megabuild.steps import run_step  # noqa: E402
@@ -64,10 +66,14 @@ def setuptools_requirement() -> str:
     return pinned("setuptools")
 
 
-def check_tools() -> None:
-    for tool in ("cmake", "ninja", "g++", "gcc"):
+def check_tools(cmake: str = NEWEST_CMAKE) -> None:
+    for tool in ("g++", "gcc"):
         if shutil.which(tool) is None:
             raise HarnessUnavailable(f"{tool} not found on PATH; the real test project needs it")
+    try:
+        tool_path(cmake)
+    except BuildToolsUnavailable as exc:
+        raise HarnessUnavailable(str(exc)) from None
 
 
 def check_rocm_tools() -> None:
@@ -163,7 +169,8 @@ def target_of(object_path: str) -> str | None:
 
 
 def base_environ(launcher: Path, core_units: int, core_weight: int, jobs: int = 2,
-                 cuda_arch: str = "8.0", rocm_arch: str = ROCM_TEST_ARCH) -> dict[str, str]:
+                 cuda_arch: str = "8.0", rocm_arch: str = ROCM_TEST_ARCH,
+                 cmake: str = NEWEST_CMAKE) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME", "PYTHONDONTWRITEBYTECODE")
            and not k.startswith(("CMAKE_", "USE_", "BUILD_", "MEGATEST_", "FEEDSTOCK_", "HIP",
@@ -175,6 +182,7 @@ def base_environ(launcher: Path, core_units: int, core_weight: int, jobs: int = 
         "FEEDSTOCK_MAX_JOBS": str(jobs), "FEEDSTOCK_CUDA_ARCH_LIST": cuda_arch,
         "FEEDSTOCK_ROCM_ARCH": rocm_arch,
         "MEGATEST_CORE_UNITS": str(core_units), "MEGATEST_CORE_WEIGHT": str(core_weight),
+        "PATH": tool_path(cmake, env.get("PATH", "")),
     })
     return env
 
@@ -193,6 +201,9 @@ class RecordingFrontend:
 
     def layout_dir(self, ctx: BuildContext, target) -> Path:
         return layout_dir(self.inner, ctx, target)
+
+    def check(self, ctx: BuildContext) -> None:
+        check_frontend(self.inner, ctx)
 
     def _mark(self, label: str) -> None:
         lines = self.log_file.read_text().splitlines() if self.log_file.exists() else []
@@ -286,14 +297,15 @@ def run_megabuild(venvs: dict[str, Path], work: Path, *, gpu: bool = False,
                   core_units: int = 4, core_weight: int = 8,
                   split_version: str | None = None, blas: str = "generic",
                   extra_env: dict[str, str] | None = None, record: bool = True,
-                  frontend: str = "setup.py") -> MegabuildRun:
+                  frontend: str = "setup.py", cmake: str = NEWEST_CMAKE) -> MegabuildRun:
     """split + libtorch (+ cuda-linalg) + one pytorch step per Python, all for real.
     `backend` ("cpu", "cuda", "rocm") wins over `gpu` (True: "cuda"); `frontend` picks the
     project's shape (FRONTENDS), and the driver picks its front end from that tree.
 
     `extra_env` is added to the driver's base environment; with `record=False` no recording
-    launcher is set, so the driver chooses the launcher (the compile cache's ccache)."""
-    check_tools()
+    launcher is set, so the driver chooses the launcher (the compile cache's ccache). `cmake`
+    is the PyPI CMake release the run builds with (NEWEST_CMAKE by default)."""
+    check_tools(cmake)
     backend = backend or ("cuda" if gpu else "cpu")
     log_file, launcher, src = _fresh_work(work, backend, torch_wheel, frontend)
     split_version = split_version or ("3.12" if "3.12" in venvs else sorted(venvs)[-1])
@@ -302,7 +314,7 @@ def run_megabuild(venvs: dict[str, Path], work: Path, *, gpu: bool = False,
                "PKG_VERSION": "2.13.0", "CPU_COUNT": "2",
                # the CUDA+MKL build number: must never show in the package version
                "PKG_BUILDNUM": "300"}
-    base = base_environ(launcher, core_units, core_weight)
+    base = base_environ(launcher, core_units, core_weight, cmake=cmake)
     if not record:
         for lang in ("C", "CXX", "CUDA"):
             del base[f"CMAKE_{lang}_COMPILER_LAUNCHER"]
@@ -345,7 +357,7 @@ def run_megabuild(venvs: dict[str, Path], work: Path, *, gpu: bool = False,
 def naive_build(venv_python: Path, work: Path, *, core_units: int, core_weight: int,
                 gpu: bool = False, backend: str | None = None,
                 torch_wheel: Path | None = None,
-                frontend: str = "setup.py") -> tuple[float, list[str]]:
+                frontend: str = "setup.py", cmake: str = NEWEST_CMAKE) -> tuple[float, list[str]]:
     """One independent clean build + install of the project for one Python (the old way;
     ROCm: hipify first, as every ROCm build must)."""
     backend = backend or ("cuda" if gpu else "cpu")
@@ -353,7 +365,7 @@ def naive_build(venv_python: Path, work: Path, *, core_units: int, core_weight: 
     variant = {**backend_variant(backend), "blas_impl": "generic",
                "target_platform": "linux-64", "CPU_COUNT": "2"}
     ctx = BuildContext.create(src, work / "prefix", venv_python, variant,
-                              base_environ(launcher, core_units, core_weight))
+                              base_environ(launcher, core_units, core_weight, cmake=cmake))
     start = time.monotonic()
     prepare_source(src)  # the release-tarball preparation every real build needs
     if backend == "rocm":

@@ -27,8 +27,9 @@ from tests.support.real_wheel.cuda_wheel import (drop_nvidia_rpath, drop_wheel_r
 
 LINALG = "libtorch_cuda_linalg.so"
 
-# The Python entries a retargeted cache must carry for the interpreter setup.py will build for.
-RETARGETED_KEYS = ("Python_EXECUTABLE", "_Python_EXECUTABLE", "PYBIND11_PYTHON_EXECUTABLE_LAST",
+# The Python entries a retargeted cache must carry for the interpreter setup.py will build for
+# (FindPython's record of the interpreter is dropped: CMake writes it again at configure).
+RETARGETED_KEYS = ("Python_EXECUTABLE", "PYBIND11_PYTHON_EXECUTABLE_LAST",
                    "PYTHON_MODULE_EXTENSION", "_Python_INCLUDE_DIR")
 
 
@@ -192,7 +193,8 @@ class WheelFrontend:
         cache = read_cache(self.build_dir(ctx) / "CMakeCache.txt")
         target = Interpreter.probe(Path(ctx.python))
         seen = {key: cache.get(key) for key in RETARGETED_KEYS}
-        self.installs.append({"python": str(ctx.python), "cache": seen})
+        self.installs.append({"python": str(ctx.python), "cache": seen,
+                              "record": cache.get("_Python_INTERPRETER_PROPERTIES")})
         expected_extension = f".{target.soabi}.so"
         if seen["PYTHON_MODULE_EXTENSION"] != expected_extension or \
                 os.path.abspath(seen["Python_EXECUTABLE"] or "") != os.path.abspath(ctx.python):
