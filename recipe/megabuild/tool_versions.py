@@ -1,8 +1,9 @@
 """The build tools' versions, written once: the CMake range the recipe accepts and the releases
 the feedstock's suite builds with.
 
-- `CMAKE_FLOOR`: the oldest CMake PyTorch 2.14 accepts (`cmake_minimum_required(VERSION 3.27)`
-  in its CMakeLists.txt, pytorch#153153); `CMAKE_CEILING`: the next major release, excluded.
+- `CMAKE_FLOOR`: the oldest CMake PyTorch 2.14 accepts: 3.27, its `cmake_minimum_required`
+  since pytorch#154783 (the reland of #153153, commit c2beeade, 2025) and `cmake>=3.27` in its
+  pyproject.toml's build requirements; `CMAKE_CEILING`: the next major release, excluded.
   Both recipes pin `cmake` to `CMAKE_SPEC` (`feedstock lint` checks it), and every driver step
   that runs CMake refuses one outside the range before it writes anything (`check_cmake`).
 - `TESTED_CMAKE`: the floor, 3.30 (the first that stores an empty ABIFLAGS as `<none>` in

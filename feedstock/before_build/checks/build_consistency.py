@@ -7,7 +7,11 @@
   `PYTORCH_BUILD_NUMBER` above 1) must equal the conda version and the version the recipe's
   tests assert.
 
-Both ask the driver's own code (`driver_facts`), never a copy of its rules.
+- The steps that run CMake require `cmake` in exactly the range the driver accepts and the
+  suite tests (`megabuild.tool_versions.CMAKE_SPEC`), so a build never gets a CMake the
+  driver would refuse or nobody has tried.
+
+All ask the driver's own code (`driver_facts`), never a copy of its rules.
 """
 from __future__ import annotations
 
@@ -18,7 +22,8 @@ from ..ci.jobs import CiJob
 from ...layout import Feedstock
 from ..render.outputs import render_job
 from ..render.variants import PlatformMatrix
-from .driver_facts import DriverRefusal, configuring_steps, reported_version, system_library_packages
+from .driver_facts import (DriverRefusal, cmake_spec, configuring_steps, reported_version,
+                           system_library_packages)
 
 TOP_LEVEL = "libtorch-split"
 # python -c "...; assert torch.__version__... == '2.13.0' ..."
@@ -50,6 +55,30 @@ def check_system_library_hosts(feedstock: Feedstock, matrices: list[PlatformMatr
             f"'{package}' is not in the host requirements of {step} ({', '.join(sorted(subdirs))}); "
             f"add {package} to its host section"
             for (variable, package, step), subdirs in sorted(missing.items())]
+
+
+def _build(data: dict[str, Any]) -> list[str]:
+    requirements = data.get("requirements") or {}
+    return [str(r).strip() for r in (requirements.get("build") if isinstance(requirements, dict) else None) or []]
+
+
+def check_cmake_pin(feedstock: Feedstock, matrices: list[PlatformMatrix]) -> list[str]:
+    """Every step that runs CMake requires `cmake` as megabuild/tool_versions.py pins it."""
+    steps = configuring_steps(feedstock.recipe_dir)
+    spec = cmake_spec(feedstock.recipe_dir)
+    wrong: dict[tuple[str, str], set[str]] = {}
+    for matrix in matrices:
+        for use in matrix.built:
+            builds = {TOP_LEVEL: _build(use.render.top)} if TOP_LEVEL in steps else {}
+            builds.update({o.name: _build(o.data) for o in use.outputs if o.name in steps})
+            for step, requirements in builds.items():
+                found = [r for r in requirements if r.split()[0] == "cmake"]
+                if [" ".join(r.split()) for r in found] != [spec]:
+                    wrong.setdefault((step, ", ".join(found) or "no cmake"), set()).add(matrix.platform.subdir)
+    return [f"recipe/meta.yaml: the build requirements of {step} have {found}, not '{spec}', the "
+            f"CMake range the driver accepts and the suite tests (recipe/megabuild/tool_versions.py); "
+            f"write '{spec}' ({', '.join(sorted(subdirs))})"
+            for (step, found), subdirs in sorted(wrong.items())]
 
 
 def check_reported_version(feedstock: Feedstock, jobs: list[CiJob]) -> list[str]:

@@ -30,6 +30,11 @@ def configuring_steps(recipe_dir: Path) -> tuple[str, ...]:
     return load_driver_module(recipe_dir, "steps").CONFIGURING_STEPS
 
 
+def cmake_spec(recipe_dir: Path) -> str:
+    """The `cmake` requirement the driver's range stands for (megabuild/tool_versions.py)."""
+    return load_driver_module(recipe_dir, "tool_versions").CMAKE_SPEC
+
+
 class DriverRefusal(FeedstockError):
     """The driver refuses a variant (its MegabuildError): the recipe asks for a build it cannot do."""
 

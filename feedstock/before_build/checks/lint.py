@@ -13,7 +13,7 @@ from ..render.outputs import render_job
 from ..render.selector_check import all_variant_keys as _all_keys, check_selectors
 from ..render.variant_config import parse_config_file
 from ..render.variants import PlatformMatrix, analyse_platform
-from .build_consistency import check_reported_version, check_system_library_hosts
+from .build_consistency import check_cmake_pin, check_reported_version, check_system_library_hosts
 from .dependent_bounds import check_dependent_bounds
 from .parity import lint_findings as parity_findings
 
@@ -147,6 +147,7 @@ def lint(root: Path) -> list[str]:
     findings += check_workflow(feedstock, jobs)
     findings += check_build_strings(feedstock, jobs)
     findings += check_system_library_hosts(feedstock, matrices)
+    findings += check_cmake_pin(feedstock, matrices)
     findings += check_reported_version(feedstock, jobs)
     findings += check_dependent_bounds(feedstock, jobs)
     findings += parity_findings(root)

@@ -300,3 +300,30 @@ def test_an_sdist_dependent_is_bounded_by_the_run_exports(feedstock_copy):
         assert (f"recipe/dependents.yaml: {name} (channel: true, built against our libtorch): the run_exports "
                 f"pin 'libtorch >={RECIPE_VERSION}' has no upper bound; use max_pin='x.x' (no stable C++ ABI)"
                 in proc.stdout.splitlines()), proc.stdout
+
+
+@pytest.mark.parametrize("pin", ["cmake", "cmake >=3.18"])
+def test_a_cmake_pin_other_than_the_drivers_range_fails(feedstock_copy, pin):
+    """A bare `cmake` gets the newest release, whatever it is; an older floor lets in a CMake the
+    driver refuses. Lint names the step and the range megabuild/tool_versions.py sets (parity
+    reports the two recipes' difference too)."""
+    meta = feedstock_copy / "recipe" / "meta.yaml"
+    text = meta.read_text()
+    assert text.count("        - cmake >=3.27,<5\n") == 1  # the pytorch output's build section
+    meta.write_text(text.replace("        - cmake >=3.27,<5\n", f"        - {pin}\n", 1))
+    proc = lint(feedstock_copy)
+    assert proc.returncode == 1
+    lines = [line for line in proc.stdout.splitlines() if "CMake range" in line]
+    assert lines == [f"recipe/meta.yaml: the build requirements of pytorch have {pin}, not 'cmake >=3.27,<5', "
+                     "the CMake range the driver accepts and the suite tests (recipe/megabuild/tool_versions.py); "
+                     "write 'cmake >=3.27,<5' (linux-64, linux-aarch64, osx-arm64)"], proc.stdout
+
+
+def test_the_drivers_range_moves_the_check_with_it(feedstock_copy):
+    """The range is written once: raise it in tool_versions.py and the recipe's pin is stale."""
+    versions = feedstock_copy / "recipe" / "megabuild" / "tool_versions.py"
+    versions.write_text(versions.read_text().replace('CMAKE_SPEC = "cmake >=3.27,<5"',
+                                                     'CMAKE_SPEC = "cmake >=3.30,<5"'))
+    proc = lint(feedstock_copy)
+    assert proc.returncode == 1
+    assert "the build requirements of libtorch-split have cmake >=3.27,<5, not 'cmake >=3.30,<5'" in proc.stdout
