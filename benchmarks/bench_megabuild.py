@@ -20,15 +20,19 @@ hipify and hipcc ran. Needs hipcc (Debian: hipcc libamdhip64-dev rocm-device-lib
 scikit-build-core backend, no setup.py) with the real scikit-build-core, one install per Python
 as in conda host environments, both the megabuild and the naive builds. Its last line is
 
-    megabuild: scikit-build-core, N Pythons; wall ratio X.XX; python switch recompiles K of M objects
+    megabuild: scikit-build-core, N Pythons, CMake V; wall ratio X.XX; python switch recompiles K of M objects
 
 where K is the most objects any pytorch step after the split compiled and M all objects the
 split compiled (the Python-dependent ones are torch_python's and _C's). Goal: ratio <= 0.45 and
 K equal to the Python-dependent objects.
 
+CMake and Ninja are PyPI's releases (tests/support/build_tools.py, cached per machine): the
+newest tested CMake of recipe/megabuild/tool_versions.py, or `--cmake VERSION` (any PyPI
+release in the recipe's range, e.g. the floor 3.27.9). The last line names the CMake.
+
     .venv/bin/python benchmarks/bench_megabuild.py [--pythons 4] [--units 12] [--weight 16]
     .venv/bin/python benchmarks/bench_megabuild.py --backend rocm --pythons 3
-    .venv/bin/python benchmarks/bench_megabuild.py --frontend scikit-build-core
+    .venv/bin/python benchmarks/bench_megabuild.py --frontend scikit-build-core [--cmake 3.27.9]
 """
 from __future__ import annotations
 
@@ -47,7 +51,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tests.support import megabuild_harness as harness  # noqa: E402
+from tests.support.build_tools import NEWEST_CMAKE  # noqa: E402
 from tests.support.pythons import find_cpythons  # noqa: E402
+from megabuild.tool_versions import CMAKE_SPEC, in_range, parse_release  # noqa: E402
 
 
 @contextlib.contextmanager
@@ -97,12 +103,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--frontend", choices=harness.FRONTENDS, default="setup.py",
                         help="the project's build: PyTorch's setup.py shape (up to 2.13, the "
                              "default) or its scikit-build-core shape (2.14 and later)")
+    parser.add_argument("--cmake", default=NEWEST_CMAKE, metavar="VERSION",
+                        help=f"PyPI's CMake release to build with (default: {NEWEST_CMAKE}, the "
+                             f"newest tested; the recipe accepts {CMAKE_SPEC})")
     parser.add_argument("--torch-wheel", type=Path,
                         help="torch 2.13.0 wheel whose hipify the ROCm build uses (default: "
                              "$TORCH_WHEEL, else pip download from the offline cache)")
     args = parser.parse_args(argv)
     if args.pythons < 0 or args.units < 1 or args.weight < 1:
         parser.error("--pythons must be 0 or more, --units and --weight 1 or more")
+    if not in_range(parse_release(args.cmake)):
+        parser.error(f"--cmake {args.cmake} is outside the recipe's range ({CMAKE_SPEC}); the "
+                     "driver would refuse it")
 
     cpythons = find_cpythons()
     if args.pythons:
@@ -119,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     wheel = args.torch_wheel or (Path(os.environ["TORCH_WHEEL"]) if os.environ.get("TORCH_WHEEL")
                                  else None)
     try:
-        harness.check_tools()
+        harness.check_tools(args.cmake)
         if args.backend == "rocm":
             harness.check_rocm_tools()
             wheel = wheel or harness.download_torch_wheel(work / "wheel")
@@ -128,7 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     except harness.HarnessUnavailable as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    builds = {"backend": args.backend, "torch_wheel": wheel, "frontend": args.frontend}
+    builds = {"backend": args.backend, "torch_wheel": wheel, "frontend": args.frontend,
+              "cmake": args.cmake}
 
     rows: list[tuple[str, str, float, int, int]] = []
     progress(f"megabuild ({args.backend}): split + libtorch + one pytorch step per Python ...")
@@ -178,8 +191,8 @@ def main(argv: list[str] | None = None) -> int:
     ratio = mega_seconds / naive_seconds
     label = "megabuild" if args.backend == "cpu" else f"megabuild ({args.backend})"
     if args.frontend == "setup.py":
-        print(f"{label}: {len(venvs)} pythons, core objects compiled {core_max}x, "
-              f"wall ratio {ratio:.2f} vs naive")
+        print(f"{label}: {len(venvs)} pythons, CMake {args.cmake}, core objects compiled "
+              f"{core_max}x, wall ratio {ratio:.2f} vs naive")
     else:
         real = [o for o in mega.compiled("split") if "cmTC_" not in o]  # not CMake's probes
         python_dependent = sum(1 for o in real if harness.target_of(o) in harness.PYTHON_TARGETS)
@@ -187,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
                     if phase.startswith("pytorch:")]
         most = max(len(objs) for objs in switches)
         print(f"python-dependent objects: {python_dependent} of {len(real)}")
-        print(f"megabuild: {args.frontend}, {len(venvs)} Pythons; wall ratio {ratio:.2f}; "
+        print(f"megabuild: {args.frontend}, {len(venvs)} Pythons, CMake {args.cmake}; wall ratio {ratio:.2f}; "
               f"python switch recompiles {most} of {len(real)} objects")
     if not args.workdir:
         shutil.rmtree(work, ignore_errors=True)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.build_tools import NEWEST_CMAKE
 from tests.support.paths import RECIPE_VERSION, REPO_ROOT
 
 pytest.importorskip("rattler_build", reason="py-rattler-build (requirements-dev.txt) is not installed")
@@ -28,13 +29,28 @@ from tests.realbuild.feedstock_build import ChannelIncomplete, build_feedstock, 
 from tests.realbuild.install import (escaping_symlinks, files_in_two_packages,  # noqa: E402
                                      install_from_channel, leaked_paths)
 
+pytestmark = [pytest.mark.compile, pytest.mark.packages, pytest.mark.download]
+
 OUR_PACKAGES = {"libtorch", "pytorch", "pytorch-cpu"}
+
+
+SPLIT_PYTHON = "3.11"  # so that the last pytorch output, whose log survives, is a real switch (3.12)
+
+
+def split_on(recipe: Path, python: str, dest: Path) -> Path:
+    """A copy of the recipe folder whose staging output builds with `python`."""
+    shutil.copytree(recipe.parent, dest)
+    text = (dest / "recipe.yaml").read_text()
+    assert text.count('  split_python: "3.12"\n') == 1
+    (dest / "recipe.yaml").write_text(text.replace('  split_python: "3.12"\n', f'  split_python: "{python}"\n'))
+    return dest / "recipe.yaml"
 
 
 @pytest.fixture(scope="session")
 def realbuild(realbuild_toolchain: dict) -> dict:
     work, toolchain = realbuild_toolchain["work"], realbuild_toolchain["toolchain"]
-    recipe, variant = realbuild_toolchain["recipe"], realbuild_toolchain["cpu_variant"]
+    recipe = split_on(realbuild_toolchain["recipe"], SPLIT_PYTHON, work / "recipe-split-311")
+    variant = realbuild_toolchain["cpu_variant"]
     build = build_feedstock(recipe, variant, toolchain.channel, work / "build_artifacts",
                             environ={"FEEDSTOCK_MAX_JOBS": "2"}, keep_build=True)
     prefix = work / "elsewhere" / "env"
@@ -108,20 +124,26 @@ def test_missing_toolchain_package_is_named(realbuild, tmp_path):
 
 
 def test_the_scikit_build_core_front_end_kept_the_build_across_outputs(realbuild):
-    """PyTorch 2.14's build in rattler-build's own outputs: the staging output configured and
-    compiled the project through scikit-build-core; the pytorch output (its own host
-    environment, its own scikit-build-core) reconfigured into the same build folder, cleared
-    nothing and compiled nothing for the split's Python. (rattler-build keeps one work folder per
-    staging group, so the log that survives is the staging's followed by its last output's.)"""
+    """PyTorch 2.14's build in rattler-build's own outputs, on the toolchain channel's CMake (PyPI's
+    newest tested release): the staging output configured and compiled the project through
+    scikit-build-core against 3.11; the pytorch output for 3.12 (its own host environment, its
+    own scikit-build-core) reconfigured into the same build folder, cleared nothing and compiled
+    exactly the Python-dependent objects. (rattler-build keeps one work folder per staging
+    group, so the log that survives is the staging's followed by its last output's.)"""
     logs = sorted(realbuild["build"].output_dir.glob("bld/*/work/conda_build.log"))
     text = next((log.read_text(errors="replace") for log in logs if "==> pytorch (megabuild driver)" in
                  log.read_text(errors="replace")), None)
     assert text is not None, logs
     split, pytorch = text.split("==> pytorch (megabuild driver)", 1)
     assert "front end: ScikitBuildCoreFrontend" in split and "front end: ScikitBuildCoreFrontend" in pytorch
+    for part in (split, pytorch):
+        assert f"scikit-build-core 1.1.2 using CMake {NEWEST_CMAKE} (wheel)" in part
+    assert f"build against Python {SPLIT_PYTHON}" in split and "build and install for Python 3.12" in pytorch
     assert "Building CXX object CMakeFiles/torch_cpu.dir/" in split  # the core compiled in the staging
     assert "Configuring CMake" in pytorch and "Build files have been written to: $SRC_DIR/megabuild-build" in pytorch
     built = [line for line in pytorch.splitlines() if "Building C" in line]
-    assert all("torch_python.dir" in line or "_C.dir" in line for line in built), built
+    targets = {line.split("CMakeFiles/")[1].split(".dir/")[0] for line in built}
+    assert targets == {"torch_python", "_C"}, built  # every Python-dependent object, nothing else
+    assert len(built) == 3, built
     for cleared in ("clearing cache", "New isolated environment"):
         assert cleared not in text

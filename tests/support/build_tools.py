@@ -16,7 +16,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from tests.support.nvidia_wheels import cache_root
+from tests.support.paths import cache_root
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 if str(REPO_ROOT / "recipe") not in sys.path:

@@ -22,7 +22,7 @@ import tarfile
 import time
 from pathlib import Path
 
-from tests.support.nvidia_wheels import cache_root
+from tests.support.paths import cache_root
 
 SOURCE_PACKAGE = "python3.13"
 SOURCE_VERSION = "3.13.5-2+deb13u5"

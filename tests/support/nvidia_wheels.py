@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Callable
 
 from tests.support.real_wheel.cuda_wheel import keep_rpath_entries
+from tests.support.paths import cache_root
 from tests.support.toolchain import ToolchainUnavailable, build_outputs, recipe_output, index_channel
 
 REQUIREMENTS = Path(__file__).resolve().parents[1] / "realbuild" / "nvidia-requirements.txt"
@@ -70,15 +71,6 @@ class NvidiaWheel:
     @property
     def dev(self) -> str | None:
         return CONDA_NAMES[self.pypi_name][1]
-
-
-def cache_root() -> Path:
-    """Where built packages are kept between runs: $PYTORCH_FEEDSTOCK_CACHE, else
-    $XDG_CACHE_HOME/pytorch-feedstock, else ~/.cache/pytorch-feedstock."""
-    explicit = os.environ.get("PYTORCH_FEEDSTOCK_CACHE")
-    if explicit:
-        return Path(explicit)
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pytorch-feedstock"
 
 
 def pinned_wheels() -> dict[str, str]:

@@ -1,6 +1,7 @@
 """Where the repository and the real data the tests use live."""
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -14,3 +15,13 @@ CPU_GENERIC_JOB = "linux_64_blas_implgenericc_stdlib_version2.17cuda_compiler_ve
 # the release the recipe packages (what a build from the recipe itself is versioned as); the
 # cached CPU wheel above is older: the real-package tests bump a copy back to it
 RECIPE_VERSION = re.search(r'^{% set version = "([^"]+)" %}', (RECIPE_DIR / "meta.yaml").read_text(), re.M).group(1)
+
+
+def cache_root() -> Path:
+    """Where heavy inputs are kept between runs, once per machine (the NVIDIA packages, the 3.13t
+    interpreter, PyPI's build tools): $PYTORCH_FEEDSTOCK_CACHE, else
+    $XDG_CACHE_HOME/pytorch-feedstock, else ~/.cache/pytorch-feedstock."""
+    explicit = os.environ.get("PYTORCH_FEEDSTOCK_CACHE")
+    if explicit:
+        return Path(explicit)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pytorch-feedstock"

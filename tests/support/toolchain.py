@@ -9,7 +9,10 @@ test time are satisfied by packages built here (`build_toolchain_channel`):
   into that environment by pip and packaged;
 - compilers (`gcc_linux-64`, `gxx_linux-64`, `cuda-nvcc_linux-64`, `sysroot_linux-64`) as
   activation scripts that point CC / CXX / CUDACXX at /usr/bin/gcc, g++ and nvcc;
-- build tools (cmake, ninja, make, pkg-config, ccache) as wrappers around the system's;
+- cmake and ninja from PyPI's wheels (tests/support/build_tools.py): the upstream release
+  binaries at the versions megabuild/tool_versions.py names, what a conda build gets today, never
+  this machine's own;
+- the other build tools (make, pkg-config, ccache) as wrappers around the system's;
 - every other name (sleef, libprotobuf, the CUDA -dev libraries, ...) as an empty package whose
   version satisfies the recipe's pin: the test project links none of them, and each one says
   in its summary that it is a stand-in.
@@ -29,11 +32,14 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.support.build_tools import NEWEST_CMAKE, TESTED_NINJA, BuildToolsUnavailable, cmake_bin, ninja_bin
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # pinned wheels: the layout test's list (numpy, torch's runtime deps, pybind11) plus this one's
 WHEEL_PINS = (REPO_ROOT / "tests" / "support" / "real_wheel" / "prefix-requirements.txt",
               Path(__file__).resolve().parent / "channel-requirements.txt")
-TOOLS = ("cmake", "ninja", "make", "pkg-config", "ccache")
+TOOLS = ("make", "pkg-config", "ccache")  # wrapped
+PYPI_TOOLS = {"cmake": NEWEST_CMAKE, "ninja": TESTED_NINJA}  # packaged from PyPI's wheels
 # conda names that differ from the normalised PyPI name
 CONDA_NAMES = {"typing-extensions": "typing_extensions"}
 # conda packages that hold more than their PyPI namesake: conda-forge's pybind11 also puts the
@@ -111,6 +117,7 @@ def machine_versions() -> dict[str, str]:
         out = _run([path, "--version"]).stdout
         match = re.search(r"(\d+\.\d+(?:\.\d+)?)", out)
         versions[tool] = match.group(1) if match else "1.0"
+    versions.update(PYPI_TOOLS)
     nvcc = shutil.which("nvcc")
     if nvcc:
         match = re.search(r"release (\d+\.\d+), V(\d+\.\d+\.\d+)", _run([nvcc, "--version"]).stdout)
@@ -219,6 +226,21 @@ def tool_output(name: str, version: str) -> dict:
                     f"printf '#!/bin/sh\\nexec {path} \"$@\"\\n' > \"$PREFIX/bin/{name}\"",
                     f'chmod +x "$PREFIX/bin/{name}"'],
                    f"this machine's {path}, wrapped")
+
+
+def pypi_tool_output(name: str, version: str) -> dict:
+    """cmake or ninja: the binaries of PyPI's wheel, laid out as conda-forge's package lays them
+    out ($PREFIX/bin, and CMake's modules under $PREFIX/share/cmake-X.Y)."""
+    try:
+        if name == "cmake":
+            data = cmake_bin(version).parent
+            script = ['mkdir -p "$PREFIX"', f'cp -a "{data}/bin" "{data}/share" "$PREFIX/"']
+        else:
+            script = ['mkdir -p "$PREFIX/bin"', f'cp "{ninja_bin(version)}/ninja" "$PREFIX/bin/ninja"']
+    except BuildToolsUnavailable as exc:
+        raise ToolchainUnavailable(str(exc)) from None
+    return recipe_output(name, version, "local_0", script,
+                         f"PyPI's {name}=={version} wheel: the upstream release binaries")
 
 
 def stand_in_output(spec: Spec) -> dict:
@@ -406,6 +428,8 @@ def machine_outputs(needed: dict[str, Spec], versions: dict[str, str],
             activations[name] = exports
             machine.append(activation_output(name, versions[key], exports,
                                              f"this machine's {key} {versions[key]} as {name}"))
+        elif name in PYPI_TOOLS:
+            machine.append(pypi_tool_output(name, PYPI_TOOLS[name]))
         elif name in TOOLS:
             machine.append(tool_output(name, versions[name]))
         elif name.startswith("cuda-nvcc"):
