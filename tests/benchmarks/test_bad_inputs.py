@@ -6,11 +6,14 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from tests.support.paths import REPO_ROOT
 
 SCRIPT = REPO_ROOT / "benchmarks" / "bad_inputs.py"
 
 
+@pytest.mark.slow   # a few hundred commands: 2-3 minutes of both cores
 def test_the_corpus_finds_no_traceback_and_no_changed_tree():
     proc = subprocess.run([sys.executable, str(SCRIPT)], cwd=REPO_ROOT, capture_output=True, text=True,
                           timeout=1200)

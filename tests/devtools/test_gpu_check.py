@@ -23,6 +23,7 @@ def gpu_check(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, env=env, timeout=900)
 
 
+@pytest.mark.download
 def test_layout_from_the_cuda_wheel_then_one_line_without_a_gpu(cuda_torch_wheel, tmp_path):
     if shutil.which("nvidia-smi") and subprocess.run(["nvidia-smi", "-L"], capture_output=True).returncode == 0:
         pytest.skip("this machine has a GPU: run devtools/gpu_check.py itself")
@@ -45,6 +46,7 @@ def test_layout_from_the_cuda_wheel_then_one_line_without_a_gpu(cuda_torch_wheel
     assert not (tmp_path / "prefix.tmp").exists()
 
 
+@pytest.mark.download
 def test_cpu_torch_is_refused_in_one_line_and_nothing_is_written(torch_wheel, tmp_path):
     proc = gpu_check("--wheel", str(torch_wheel), "--work", str(tmp_path))
     assert proc.returncode == 2

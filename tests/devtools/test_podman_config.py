@@ -19,6 +19,8 @@ import pytest
 from tests.support.container_host import host_shell_rootfs, overlay_mounts_in
 from tests.support.paths import REPO_ROOT
 
+pytestmark = [pytest.mark.container]
+
 SCRIPT = REPO_ROOT / "devtools" / "podman_config.py"
 IMAGE = "localhost/feedstock-test-shell:1"
 # podman waits 20 s for conmon at a container's exit when the run folder path is too long (and

@@ -39,6 +39,8 @@ from tests.support.engine_checks import (a_missing_image_is_one_line,
                                          sigint_removes_the_running_container,
                                          not_owned_by, the_build_landed_for_the_user)
 
+pytestmark = [pytest.mark.compile, pytest.mark.packages, pytest.mark.container, pytest.mark.image, pytest.mark.download]
+
 ON_BEHALF_OF = 4321                  # SUDO_UID: the user a root run builds for
 ENGINE_LOST = "linux_64_engine_lost"  # the cpu config again: its daemon dies while it builds
 IMAGE = "quay.io/condaforge/linux-anvil-x86_64:alma9"

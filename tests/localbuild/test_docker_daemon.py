@@ -16,6 +16,8 @@ from tests.support.container_host import host_shell_rootfs
 from tests.support.docker_daemon import (DockerDaemon, DockerDaemonError, docker_daemon, docker_unavailable,
                                          docker_daemon_or_skip)
 
+pytestmark = [pytest.mark.container]
+
 IMAGE = "feedstock-test/shell:1"
 
 

@@ -13,6 +13,8 @@ import pytest
 from tests.support.build_locally import make_feedstock
 from tests.support.docker_daemon import DockerDaemon, docker_daemon_or_skip, docker_unavailable
 
+pytestmark = [pytest.mark.container]
+
 CPU = "linux_64_blas_implgenericcuda_compiler_versionNone"
 
 

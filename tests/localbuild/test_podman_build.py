@@ -28,6 +28,8 @@ from tests.support.engine_checks import (a_missing_image_is_one_line,
                                          sigint_removes_the_running_container,
                                          the_build_landed_for_the_user)
 
+pytestmark = [pytest.mark.compile, pytest.mark.packages, pytest.mark.container, pytest.mark.image, pytest.mark.download]
+
 ON_BEHALF_OF = 4321      # SUDO_UID: the user a root run builds for
 IMAGE = "quay.io/condaforge/linux-anvil-x86_64:alma9"
 

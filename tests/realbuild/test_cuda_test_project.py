@@ -37,6 +37,8 @@ from tests.realbuild.session import machine_ready, prepare_job  # noqa: E402
 from tests.support.paths import RECIPE_VERSION  # noqa: E402
 from tests.support.toolchain import ToolchainUnavailable  # noqa: E402
 
+pytestmark = [pytest.mark.compile, pytest.mark.packages, pytest.mark.download]
+
 PYTHON = "3.12"  # the recipe's split_python: the staging output builds with it in any case
 OUR_PACKAGES = {"libtorch", "libtorch-cuda-linalg", "pytorch", "pytorch-gpu"}
 FLAVOURS = ("magma", "nomagma")

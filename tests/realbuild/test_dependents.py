@@ -32,6 +32,8 @@ pytest.importorskip("rattler", reason="py-rattler (requirements-dev.txt) is not 
 
 from tests.realbuild.real_packages import WHEEL_PYTHON  # noqa: E402
 
+pytestmark = [pytest.mark.compile, pytest.mark.packages, pytest.mark.download]
+
 
 def downstream(work: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict[str, dict]]:
     """The command as a user runs it; (process, rows by name from its --json file)."""

@@ -31,6 +31,8 @@ pytest.importorskip("rattler", reason="py-rattler (requirements-dev.txt) is not 
 
 from tests.realbuild.real_packages import WHEEL_PYTHON  # noqa: E402
 
+pytestmark = [pytest.mark.compile, pytest.mark.packages, pytest.mark.download]
+
 NAMES = ("torchvision", "torchaudio", "torch-scatter", "einops", "opt-einsum")
 
 

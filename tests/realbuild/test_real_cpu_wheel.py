@@ -30,6 +30,8 @@ from tests.realbuild.install import (run_clean as run, absolute_rpaths, escaping
                                      installed_files, leaked_paths)
 from tests.realbuild.real_packages import CPU_PACKAGES as OUR_PACKAGES  # noqa: E402
 
+pytestmark = [pytest.mark.compile, pytest.mark.packages, pytest.mark.download]
+
 
 def test_real_binaries_packaged_and_tested_by_rattler_build(wheelbuild):
     names = wheelbuild["build"].names()

@@ -35,6 +35,8 @@ from tests.support.toolchain import index_channel  # noqa: E402
 from tests.realbuild.real_packages import (CUDA, CUDA_TAG as TAG, CUDA_VERSION as VERSION,  # noqa: E402
                                           GPU_PACKAGES as OUR_PACKAGES, WHEEL_PYTHON as PYTHON)
 
+pytestmark = [pytest.mark.compile, pytest.mark.packages, pytest.mark.download]
+
 
 def python_json(cudawheel: dict, code: str):
     return json.loads(run([cudawheel["python"], "-c", code]).stdout.strip().splitlines()[-1])

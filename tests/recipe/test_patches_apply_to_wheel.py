@@ -16,6 +16,8 @@ import pytest
 from tests.support.paths import REPO_ROOT
 from tests.support.real_wheel.wheel_frontend import apply_patch_to_wheel_tree, patch_targets, recipe_patches, wheel_path
 
+pytestmark = [pytest.mark.download]
+
 REPO = REPO_ROOT
 PATCHES = recipe_patches(REPO / "recipe" / "meta.yaml")
 # the patches whose every file the wheel carries (the others change CMake sources the wheel
@@ -52,6 +54,7 @@ def test_every_patch_is_accounted_for(patched_wheel_tree) -> None:
             assert "fuzz" not in output, (name, output)
 
 
+@pytest.mark.compile
 def test_py_ssize_t_clean_is_defined_before_python_h(patched_wheel_tree, tmp_path: Path) -> None:
     """A translation unit that includes the installed python_headers.h sees PY_SSIZE_T_CLEAN
     (and without the patch it does not): checked by the real compiler."""

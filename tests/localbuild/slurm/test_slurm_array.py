@@ -25,6 +25,8 @@ from tests.support.cluster_build import (CANCELLED, FAILING, GENERIC, GENERIC_OT
 from tests.support.paths import RECIPE_VERSION
 from tests.support.slurm_cluster import SlurmCluster, SlurmUnavailable, slurm_cluster, slurm_unavailable
 
+pytestmark = [pytest.mark.compile, pytest.mark.packages, pytest.mark.slurm, pytest.mark.download]
+
 CONFIGS = (GENERIC, GENERIC_OTHER, FAILING, CANCELLED)
 
 

@@ -15,6 +15,8 @@ import pytest
 from tests.support.build_locally import make_feedstock
 from tests.support.slurm_cluster import SlurmUnavailable, slurm_cluster, slurm_unavailable
 
+pytestmark = [pytest.mark.slurm]
+
 CONFIGS = ("linux_64_blas_implgenericcuda_compiler_versionNone",
            "linux_64_blas_implmklcuda_compiler_versionNone")
 

@@ -37,6 +37,8 @@ from tests.support.sdist import write_sdist
 
 pytest.importorskip("rattler", reason="py-rattler (requirements-dev.txt) is not installed")
 
+pytestmark = [pytest.mark.compile, pytest.mark.packages, pytest.mark.container, pytest.mark.image, pytest.mark.download]
+
 MARKER_INDEX = "https://marker-index.invalid/simple"
 CERT_MARKER = "feedstock-test-ca-marker"
 PEM = f"# {CERT_MARKER}\n-----BEGIN CERTIFICATE-----\nMIIBfeedstock\n-----END CERTIFICATE-----\n"

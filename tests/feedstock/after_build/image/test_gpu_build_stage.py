@@ -29,6 +29,8 @@ from tests.support.sdist import write_sdist
 
 pytest.importorskip("rattler", reason="py-rattler (requirements-dev.txt) is not installed")
 
+pytestmark = [pytest.mark.compile, pytest.mark.packages, pytest.mark.container, pytest.mark.image, pytest.mark.download]
+
 EXT_SETUP = """\
 from setuptools import setup
 from torch.utils.cpp_extension import BuildExtension, CUDAExtension

@@ -17,6 +17,8 @@ import pytest
 
 pytest.importorskip("rattler", reason="py-rattler (requirements-dev.txt) is not installed")
 
+pytestmark = [pytest.mark.compile, pytest.mark.packages, pytest.mark.container, pytest.mark.image, pytest.mark.download]
+
 
 def test_the_output_holds_oci_layout_docker_archive_and_apptainer_recipe(rig):
     names = sorted(p.name for p in rig.a.out.iterdir())

@@ -45,6 +45,8 @@ from tests.support.sdist import write_sdist
 
 pytest.importorskip("rattler", reason="py-rattler (requirements-dev.txt) is not installed")
 
+pytestmark = [pytest.mark.compile, pytest.mark.packages, pytest.mark.container, pytest.mark.image, pytest.mark.download]
+
 # not the packages' targets (conftest.ROCM_PACKAGE_ARCH: gfx90a;gfx1030): the extension's must be
 # the ones passed to the build stage
 EXT_ARCH = "gfx908;gfx1030"

@@ -8,6 +8,9 @@ import pytest
 from tests.support.feedstock_cli import run_feedstock_cli, snapshot
 from tests.support.paths import RECIPE_VERSION
 
+# each test lints a whole feedstock copy, every variant of every platform: 8 s or more on 2 cores
+pytestmark = [pytest.mark.slow]
+
 
 def lint(root: Path):
     proc = run_feedstock_cli("lint", root=root)

@@ -17,6 +17,8 @@ from tests.support.paths import REPO_ROOT
 from feedstock.before_build.maintain.recipe_lines import RecipeText, patch_list
 from tests.support.pytorch_source import CPP_EXTENSION, copy_tree, pack, source_files
 
+pytestmark = [pytest.mark.download]
+
 ALL_PATCHES = patch_list(RecipeText(REPO_ROOT / "recipe" / "meta.yaml", (REPO_ROOT / "recipe" / "meta.yaml").read_text()))
 OLD_SHA = "d0ebad9ca4219959b29b7ad9ab6469fe49a3d668f8b5a62dd115f02f3a914447"
 

@@ -59,6 +59,7 @@ def cells(row: dict) -> tuple:
     return row["upstream"], row["recipe"], row["flagged"]
 
 
+@pytest.mark.download
 def test_git_checkout_rows(checkout, tmp_path):
     rows = rows_of(run_feedstock_cli("deps", "--source", str(checkout), "--repodata", str(repodata(tmp_path / "r.json")),
                                      "--format", "json"))
@@ -102,6 +103,7 @@ def test_release_tarball_rows_come_from_version_files(kind, request):
     assert cells(rows["mkl"]) == ("2024.2.0", "2026", True)
 
 
+@pytest.mark.download
 def test_wheel_requirements_with_bounds(torch_wheel, tmp_path):
     """Acceptance: the real wheel's Requires-Dist, conda names, lower bounds; our pins beside them."""
     rows = rows_of(run_feedstock_cli("deps", "--wheel", str(torch_wheel), "--format", "json",
@@ -120,6 +122,7 @@ def test_wheel_requirements_with_bounds(torch_wheel, tmp_path):
     assert rows["sympy"]["source"] == "torch 2.13.0+cpu METADATA Requires-Dist; pin: recipe/meta.yaml"
 
 
+@pytest.mark.download
 def test_recipe_below_wheel_bound_is_flagged(torch_wheel, feedstock_copy):
     meta = feedstock_copy / "recipe" / "meta.yaml"
     meta.write_text(meta.read_text().replace("- sympy >=1.13.3", "- sympy >=1.10"))
@@ -130,6 +133,7 @@ def test_recipe_below_wheel_bound_is_flagged(torch_wheel, feedstock_copy):
     assert "deps: major.minor differs for sympy" in proc.stderr
 
 
+@pytest.mark.download
 def test_write_docs_replaces_only_the_table(torch_wheel, feedstock_copy):
     page = feedstock_copy / "docs" / "maintaining.md"
     page.parent.mkdir()
@@ -148,6 +152,7 @@ def test_write_docs_replaces_only_the_table(torch_wheel, feedstock_copy):
     assert page.read_text() == text
 
 
+@pytest.mark.download
 def test_write_readme_is_a_hidden_alias_of_write_docs(torch_wheel, feedstock_copy):
     """The old spelling still writes the docs page (README.md is left alone) but is not advertised."""
     page = feedstock_copy / "docs" / "maintaining.md"
@@ -164,6 +169,7 @@ def test_write_readme_is_a_hidden_alias_of_write_docs(torch_wheel, feedstock_cop
     assert "--write-docs" in usage.stdout and "--write-readme" not in usage.stdout
 
 
+@pytest.mark.download
 def test_committed_docs_table_is_current(torch_wheel):
     """docs/maintaining.md's table is the one `deps --wheel` writes (regenerate it with
     `python -m feedstock deps --wheel <torch 2.13.0 wheel> --write-docs` when this fails)."""
@@ -187,6 +193,7 @@ def test_bad_input(args, message):
     assert proc.stdout == ""
 
 
+@pytest.mark.download
 def test_bad_repodata_and_docs_without_markers(torch_wheel, feedstock_copy, tmp_path):
     broken = tmp_path / "repodata.json"
     broken.write_text("{not json")

@@ -14,6 +14,8 @@ from tests.support.paths import REPO_ROOT
 from feedstock.before_build.maintain.recipe_lines import RecipeText, patch_list
 from tests.support.pytorch_source import CPP_EXTENSION, git, pack, patched_files, wheel_file, wheel_header
 
+pytestmark = [pytest.mark.download]
+
 CPP_PATCHES = ("patches/0001-cpp_extension-find-conda-CUDA-target-directory.patch",
                "patches/0003-cpp_extension-include-external-pybind11.patch")
 ATEN_PATCH = "patches/0002-ATenConfig-relocatable-include-dir.patch"
