@@ -85,7 +85,7 @@ def rig(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
     rig.build_seconds = time.monotonic() - started
     yield rig
     # the image store (with vfs also a full copy of the image per container): give the disk back
-    podman.run("system", "reset", "--force", check=False)
+    podman.remove_own()
 
 
 def test_the_build_lands_in_build_artifacts_owned_by_the_user(rig):

@@ -25,6 +25,8 @@ from megabuild.tool_versions import CMAKE_SPEC, TESTED_CMAKE, parse_release
 from tests.support import megabuild_harness as harness
 from tests.support.build_tools import NEWEST_CMAKE, cmake_bin, tool_path
 
+pytestmark = [pytest.mark.compile, pytest.mark.download]
+
 BELOW_FLOOR = "3.26.4"  # PyPI's last 3.26 release: one minor below the floor
 FIRST_NONE_SPELLING = (3, 30)  # FindPython writes an empty ABIFLAGS as `<none>` from here on
 

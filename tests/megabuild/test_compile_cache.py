@@ -21,6 +21,8 @@ from megabuild import compile_cache
 from megabuild.build_env import build_environment
 from megabuild.errors import MegabuildError
 
+pytestmark = [pytest.mark.compile, pytest.mark.download]
+
 # the units whose compile flags carry the BLAS choice (MEGATEST_BLAS_<flavour>)
 BLAS_UNITS = {"aten/Ops.cpp", "linalg/BatchLinearAlgebraLib.cpp"}
 
@@ -199,6 +201,7 @@ def test_hip_compiles_are_cached_too(tmp_path):
             "SRC_DIR": str(root / "work"), "PREFIX": str(root / "prefix"),
             compile_cache.CACHE_VARIABLE: str(tmp_path / "cache")})
         env["HIP_PLATFORM"] = "amd"       # with CUDA installed hipcc would otherwise pick nvcc
+        env["TMPDIR"] = str(tmp_path)     # HIP's clang leaves an empty folder there per compile
         with compile_cache.step_statistics(env, f"hip {machine}"):
             proc = subprocess.run([env["CMAKE_HIP_COMPILER_LAUNCHER"], "hipcc",
                                    "--offload-arch=gfx90a", "-c", "kernel.hip", "-o", "kernel.o"],

@@ -14,6 +14,8 @@ from megabuild.build_env import (AARCH64_CUDA_ARCH_LISTS, NVCC_ARCHS, check_cuda
                                  cuda_arch_list)
 from megabuild.errors import MegabuildError
 
+pytestmark = [pytest.mark.compile]
+
 KERNEL = Path(__file__).resolve().parents[1] / "support" / "megabuild_project" / "cuda" / "Kernels.cu"
 
 

@@ -21,6 +21,8 @@ from tests.support import megabuild_harness as harness
 from tests.support.free_threaded_python import FreeThreadedUnavailable, free_threaded_python
 from tests.support.paths import REPO_ROOT
 
+pytestmark = [pytest.mark.compile, pytest.mark.download]
+
 FT = "3.13t"
 
 

@@ -19,6 +19,8 @@ from megabuild.errors import MegabuildError
 from tests.support import compile_timeline, megabuild_harness as harness
 from tests.support.paths import REPO_ROOT
 
+pytestmark = [pytest.mark.compile, pytest.mark.download]
+
 GIB = 1024 ** 3
 CPU = {"cuda_compiler_version": "None", "blas_impl": "generic", "target_platform": "linux-64",
        "CPU_COUNT": "16", "PKG_VERSION": "2.13.0"}

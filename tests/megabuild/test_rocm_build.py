@@ -20,6 +20,8 @@ from megabuild.cmake_cache import CMakeCache
 from megabuild.python_target import PythonTarget
 from megabuild.steps import HIPIFY_MARKER, run_step
 
+pytestmark = [pytest.mark.compile, pytest.mark.download]
+
 PYTHONS = 3
 TARGETS = harness.ROCM_TEST_ARCH.split(";")
 

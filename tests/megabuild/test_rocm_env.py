@@ -256,8 +256,9 @@ def test_rocm_under_usr_is_not_moved_ahead_of_the_system(distro_rocm: Path) -> N
 
 
 def run_hipcc(hipcc_path: Path, args: list[str], env: dict, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([str(hipcc_path), *args], env={**env, "HIPCC_VERBOSE": "1"}, cwd=cwd,
-                          capture_output=True, text=True, timeout=300)
+    # TMPDIR: HIP's clang leaves an empty <source>-XXXXXX folder in the temp dir per compile
+    return subprocess.run([str(hipcc_path), *args], env={**env, "HIPCC_VERBOSE": "1", "TMPDIR": str(cwd)},
+                          cwd=cwd, capture_output=True, text=True, timeout=300)
 
 
 def search_list(output: str) -> list[str]:
@@ -268,6 +269,7 @@ def search_list(output: str) -> list[str]:
     return [os.path.normpath(line.strip()) for line in lines[start:end]]
 
 
+@pytest.mark.compile
 def test_include_order_on_the_real_hipcc_command_line(image_rocm: Path, tmp_path: Path) -> None:
     prefix = tmp_path / "prefix"
     (prefix / "include" / "hip").mkdir(parents=True)
@@ -306,6 +308,7 @@ def test_hip_platform_amd_makes_hipcc_use_clang(distro_rocm: Path, hipcc: Path,
         assert "nvcc" in run_hipcc(hipcc, ["--version"], plain, tmp_path).stdout
 
 
+@pytest.mark.compile
 def test_hipcc_clang_uses_the_conda_gcc(distro_rocm: Path, hipcc: Path, tmp_path: Path) -> None:
     """$BUILD_PREFIX/lib/gcc/<triple>/<version>, as conda's compiler packages lay it out; here
     it links to this machine's GCC, under a triple this clang knows."""
@@ -335,6 +338,7 @@ def test_hipcc_clang_uses_the_conda_gcc(distro_rocm: Path, hipcc: Path, tmp_path
     assert selected and str(build) not in selected[0]  # without the flag: the system's GCC
 
 
+@pytest.mark.compile
 def test_openmp_comes_from_rocms_llvm(distro_rocm: Path, hipcc: Path, tmp_path: Path) -> None:
     """A conda prefix with its own libomp (llvm-openmp) on -L and in the rpath, as conda's
     LDFLAGS put it: the program must still link and load the libomp of ROCm's LLVM."""

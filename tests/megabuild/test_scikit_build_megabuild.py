@@ -29,6 +29,8 @@ from megabuild.scikit_build import (BACKEND_DIR, BUILD_DIR_NAME, ScikitBuildCore
                                     cache_overrides, same_setting)
 from megabuild.steps import run_step
 
+pytestmark = [pytest.mark.compile, pytest.mark.download]
+
 FRONTEND = "scikit-build-core"
 PY_STEP_TARGETS = set(harness.PYTHON_TARGETS)
 

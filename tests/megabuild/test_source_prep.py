@@ -3,12 +3,16 @@ PyTorch-shaped test project, whose setup.py checks submodules like PyTorch's and
 includes NNPACK's DownloadSix.cmake (made to fail if it runs)."""
 from __future__ import annotations
 
+import pytest
+
 import subprocess
 import sys
 from pathlib import Path
 
 from megabuild.source_prep import prepare_source
 from tests.support.megabuild_harness import copy_project
+
+pytestmark = [pytest.mark.compile]
 
 
 def test_prepare_source_removes_the_submodule_list_and_the_download(tmp_path: Path) -> None:

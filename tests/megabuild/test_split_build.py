@@ -28,6 +28,8 @@ from megabuild.steps import (build_pytorch, install_cuda_linalg, install_libtorc
                              run_step)
 from megabuild.frontend import SetupPyFrontend
 
+pytestmark = [pytest.mark.compile, pytest.mark.download]
+
 PY_STEP_TARGETS = set(harness.PYTHON_TARGETS)
 
 

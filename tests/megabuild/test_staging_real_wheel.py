@@ -31,6 +31,8 @@ from tests.support.real_wheel.recipe_tests import RecipeTests, recipe_tests
 from tests.support.real_wheel.wheel_frontend import (RETARGETED_KEYS, WheelFrontend, free_bytes, patch_for_wheel,
                                          patch_targets, recipe_patches, unpack_size, wheel_path)
 
+pytestmark = [pytest.mark.compile, pytest.mark.download]
+
 LAYOUT_DIR = REPO_ROOT / "tests" / "support" / "real_wheel"
 PREFIX_REQUIREMENTS = LAYOUT_DIR / "prefix-requirements.txt"
 # a missing pin file is this repository's bug, not a machine without PyPI: fail, never skip

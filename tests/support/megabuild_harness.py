@@ -183,6 +183,9 @@ def base_environ(launcher: Path, core_units: int, core_weight: int, jobs: int = 
         "FEEDSTOCK_ROCM_ARCH": rocm_arch,
         "MEGATEST_CORE_UNITS": str(core_units), "MEGATEST_CORE_WEIGHT": str(core_weight),
         "PATH": tool_path(cmake, env.get("PATH", "")),
+        # the build's temporary files stay in its work folder (HIP's clang leaves an empty
+        # <source>-XXXXXX folder per compile in the temp dir)
+        "TMPDIR": str(launcher.parent),
     })
     return env
 

@@ -48,6 +48,14 @@ class Podman:
         out = self.run("ps", "-a", "--filter", f"label={label}", "--format", "{{.Names}}").stdout
         return sorted(out.split())
 
+    def remove_own(self) -> None:
+        """Give the disk back: the containers and images of this store only. Never `podman
+        system reset`: it also deletes podman's shared temporary folder (/run/libpod), which
+        every other store on the machine uses, so a container running for another worker or
+        user loses its exit code, and it removes every podman network on the machine."""
+        self.run("rm", "--all", "--force", check=False, timeout=600)
+        self.run("rmi", "--all", "--force", check=False, timeout=600)
+
 
 def private_podman(folder: Path) -> Podman:
     """podman configured by devtools/podman_config.py, its image store under folder."""

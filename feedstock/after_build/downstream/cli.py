@@ -98,11 +98,11 @@ def run(args: argparse.Namespace, root: Path) -> int:
     if args.summary and args.summary.is_dir():
         raise FeedstockError(f"--summary {args.summary} is a folder; give a file to append to")
     work = args.work or Path(tempfile.mkdtemp(prefix="feedstock-downstream-"))
-    options = Options(catalog=args.catalog or root / CATALOG, channels=args.channel or [root / "build_artifacts"],
-                      with_channels=list(args.with_channel), names=list(args.names), work=work,
-                      cache=args.cache or default_cache(), variant=args.variant, envs=_envs(args.env),
-                      pkgs=args.pkgs_dir)
-    try:
+    try:  # from here on: an option refused below must not leave the temporary folder behind
+        options = Options(catalog=args.catalog or root / CATALOG, channels=args.channel or [root / "build_artifacts"],
+                          with_channels=list(args.with_channel), names=list(args.names), work=work,
+                          cache=args.cache or default_cache(), variant=args.variant, envs=_envs(args.env),
+                          pkgs=args.pkgs_dir)
         if matrix_mode:
             return _matrix(options, versions, args)
         rows, status = run_dependents(options)

@@ -98,7 +98,7 @@ def gpu_image(request: pytest.FixtureRequest, cudawheel: dict, cpythons: dict[st
                                      "--cuda", "13.0", env={"TORCH_CUDA_ARCH_LIST": "9.0", "MAX_JOBS": "2"})
     print(f"gpu image with the build stage: {built['seconds']:.0f}s")
     yield {"work": work, "out": work / "out", "podman": podman, **built}
-    podman.run("system", "reset", "--force", check=False)
+    podman.remove_own()
 
 
 def _run(gpu_image: dict, *args: str) -> str:

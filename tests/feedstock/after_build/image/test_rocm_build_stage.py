@@ -205,7 +205,7 @@ def rocm_image(request: pytest.FixtureRequest, rocmbuild: dict, cpythons: dict[s
                                      env={"PYTORCH_ROCM_ARCH": EXT_ARCH, "MAX_JOBS": "2"})
     print(f"rocm image with the build stage: {built['seconds']:.0f}s")
     yield {"work": work, "out": work / "out", "podman": podman, **built}
-    podman.run("system", "reset", "--force", check=False)
+    podman.remove_own()
 
 
 def _run(rocm_image: dict, *args: str) -> str:
