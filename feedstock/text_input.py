@@ -7,7 +7,13 @@ The tools' one reader of input files:
 - a folder, a symlink loop or an unreadable file where a file belongs is an error, never a
   traceback and never "absent"; only a path that does not exist at all raises
   FileNotFoundError, so that callers can decide what absent means;
-- YAML refuses a key given twice in one mapping (YAML itself keeps the last one without a word).
+- YAML refuses a key given twice in one mapping (YAML itself keeps the last one without a word);
+- the size and shape are bounded before anything is parsed: only a regular file is read (a FIFO
+  would block forever, `/dev/zero` fill the memory; `localbuild.input_files` opens it), at most
+  `MAX_INPUT_BYTES`; YAML nested at most `MAX_DEPTH` deep (PyYAML's C loader overflows its
+  stack on deep nesting and the process dies without a word); anchors and aliases are refused
+  where a file never needs them, and elsewhere (`aliases=True`: the recipe) bounded to
+  `MAX_EXPANDED_NODES` once expanded (a "billion laughs" file).
 """
 from __future__ import annotations
 
@@ -18,8 +24,12 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import yaml
+from localbuild.input_files import MAX_INPUT_BYTES, read_regular
 
 from .errors import FeedstockError
+
+MAX_DEPTH = 64  # nesting levels; the deepest input here (a recipe's outputs) has about 8
+MAX_EXPANDED_NODES = 1_000_000  # nodes of a YAML file with its aliases expanded
 
 
 class UnreadableInput(FeedstockError):
@@ -33,7 +43,7 @@ def read_bytes(path: Path, label: str | None = None) -> bytes:
     label = label or str(path)
     path = Path(path)
     try:
-        return path.read_bytes()
+        return read_regular(path, MAX_INPUT_BYTES)
     except FileNotFoundError:
         if os.path.lexists(path):
             raise UnreadableInput(f"{label} is a symbolic link to nothing ({os.readlink(path)}); "
@@ -46,6 +56,10 @@ def read_bytes(path: Path, label: str | None = None) -> bytes:
     except OSError as err:
         if err.errno == errno.ELOOP:
             raise UnreadableInput(f"{label} is a symbolic link loop; point it at a file") from None
+        if err.strerror and err.strerror.startswith("a folder"):
+            raise UnreadableInput(f"{label} is a folder; a file belongs there") from None
+        if err.errno in (errno.EINVAL, errno.ENXIO, errno.EFBIG):  # input_files' refusals
+            raise UnreadableInput(f"{label} is {err.strerror}; a file belongs there") from None
         raise UnreadableInput(f"cannot read {label}: {err.strerror}") from None
 
 
@@ -89,15 +103,66 @@ class TypedLoader(_UniqueKeys, getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
     """YAML's safe types (true, 360, 3.10 as numbers)."""
 
 
+class _ShapeError(yaml.YAMLError):
+    def __init__(self, line: int, message: str) -> None:
+        super().__init__(message)
+        self.line, self.message = line, message
+
+
+_EventLoader = getattr(yaml, "CBaseLoader", yaml.BaseLoader)
+
+
+def check_shape(text: str, aliases: bool = False) -> None:
+    """Walk the YAML events (an explicit stack, no recursion) and refuse, before anything is
+    composed: nesting deeper than MAX_DEPTH; anchors and aliases unless `aliases`; more than
+    MAX_EXPANDED_NODES nodes once the aliases are expanded. Linear in the text."""
+    depth = 0
+    nodes = 0
+    sizes: dict[str, int] = {}  # anchor -> its node's size, aliases inside expanded
+    open_nodes: list[tuple[str | None, int]] = []  # collections being read: (anchor, nodes before)
+    for event in yaml.parse(text, Loader=_EventLoader):
+        line = event.start_mark.line + 1 if event.start_mark else 1
+        anchor = getattr(event, "anchor", None)
+        if isinstance(event, yaml.AliasEvent) or (anchor and isinstance(event, yaml.NodeEvent)):
+            if not aliases:
+                raise _ShapeError(line, "anchors and aliases (&, *) are not allowed in this file; "
+                                        "write the values out")
+        if isinstance(event, yaml.AliasEvent):
+            nodes += sizes.get(event.anchor, 1)
+        elif isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise _ShapeError(line, f"nested more than {MAX_DEPTH} levels deep, the limit "
+                                        "for an input file")
+            open_nodes.append((anchor, nodes))
+            nodes += 1
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+            opened, before = open_nodes.pop()
+            if opened:
+                sizes[opened] = nodes - before
+        elif isinstance(event, yaml.ScalarEvent):
+            nodes += 1
+            if anchor:
+                sizes[anchor] = 1
+        if nodes > MAX_EXPANDED_NODES:
+            raise _ShapeError(line, f"more than {MAX_EXPANDED_NODES} values once its aliases are "
+                                    "expanded, the limit for an input file")
+
+
 def load_yaml(text: str, label: str, *, strings: bool = False, line_map: Sequence[int] | None = None,
-              context: str = "") -> Any:
+              context: str = "", aliases: bool = False) -> Any:
     """YAML of one input file. ``line_map[n-1]`` is the file's line of the text's line n (when
-    selectors removed lines first); ``context`` ends each message (" on linux-64")."""
+    selectors removed lines first); ``context`` ends each message (" on linux-64");
+    ``aliases`` allows anchors and aliases (bounded, see check_shape)."""
     def original(line: int) -> int:
         return line_map[line - 1] if line_map and 0 < line <= len(line_map) else line
 
     try:
+        check_shape(text, aliases)
         return yaml.load(text, Loader=StringLoader if strings else TypedLoader)
+    except _ShapeError as err:
+        raise UnreadableInput(f"{label}:{original(err.line)}: {err.message}{context}") from None
     except DuplicateKeyError as err:
         raise UnreadableInput(f"{label}:{original(err.line)}: key '{err.key}' is given twice (first at "
                              f"line {original(err.first_line)}){context}; YAML would keep the last one "

@@ -3,7 +3,9 @@
 Supported: block mappings, block sequences (indented or at the key's indentation, nested
 ``- - a``), plain / 'single' / "double" quoted scalars, flow lists ``[a, b]``, ``{}``/``[]``,
 comments. Scalars stay strings (conda-build turns variant values into strings anyway).
-Anything else (anchors, tags, block scalars, multi-document files) is an error naming the line.
+Anything else (anchors, tags, block scalars, multi-document files), or nesting deeper than
+`MAX_DEPTH` (conda-smithy writes two levels), is an error naming the line. The file is read
+bounded (`input_files`): a FIFO, a device or a huge file is refused before it is read.
 """
 from __future__ import annotations
 
@@ -11,6 +13,10 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from .input_files import read_regular
+
+MAX_DEPTH = 16  # nested blocks; a .ci_support file has two (a key's list, zip_keys' groups)
 
 
 class CiYamlError(ValueError):
@@ -51,7 +57,7 @@ _UNSUPPORTED_START = {"&": "anchors", "*": "aliases", "!": "tags", "|": "block s
 
 def load(path: Path) -> CiYaml:
     """Parse one ``.ci_support`` file; raises CiYamlError (or OSError) on failure."""
-    text = path.read_text(encoding="utf-8-sig")
+    text = read_regular(path).decode("utf-8-sig")
     return parse(text, str(path))
 
 
@@ -90,15 +96,34 @@ class _Parser:
         self.path = path
         self.pos = 0
         self.item_lines = item_lines
+        self.depth = 0  # blocks open: bounded, so deep nesting is one error, not a RecursionError
 
     def error(self, line: _Line, reason: str) -> CiYamlError:
         return CiYamlError(self.path, line.number, reason)
 
     def node(self, indent: int) -> Any:
         line = self.lines[self.pos]
-        if _is_sequence_item(line.text):
-            return self.sequence(indent)
-        return self.mapping(indent)
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise self.error(line, f"nested more than {MAX_DEPTH} levels deep; .ci_support files "
+                                   "hold flat lists")
+        try:
+            if _is_sequence_item(line.text):
+                return self.sequence(indent)
+            return self.mapping(indent)
+        finally:
+            self.depth -= 1
+
+    def nested(self, parse, line: _Line) -> Any:
+        """parse() one level deeper (the depth bound of node())."""
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise self.error(line, f"nested more than {MAX_DEPTH} levels deep; .ci_support files "
+                                   "hold flat lists")
+        try:
+            return parse()
+        finally:
+            self.depth -= 1
 
     def sequence(self, indent: int, spans: list[tuple[int, int]] | None = None) -> list[Any]:
         items: list[Any] = []
@@ -158,11 +183,11 @@ class _Parser:
             if nxt is not None and nxt.indent >= indent and _is_sequence_item(nxt.text):
                 # a block sequence, indented or at the key's indentation
                 spans: list[tuple[int, int]] = []
-                result[key] = self.sequence(nxt.indent, spans)
+                result[key] = self.nested(lambda: self.sequence(nxt.indent, spans), nxt)
                 if top_level:
                     self.item_lines[key] = spans
             elif nxt is not None and nxt.indent > indent:
-                result[key] = self.mapping(nxt.indent)
+                result[key] = self.nested(lambda: self.mapping(nxt.indent), nxt)
             else:
                 result[key] = None
         return result

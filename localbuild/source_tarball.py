@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import EXIT_USAGE, LocalBuildError
+from .input_files import open_regular, read_regular
 from .log_scan import log_mentions
 
 RECIPE_FILES = {"conda-build": "meta.yaml", "rattler-build": "recipe.yaml"}
@@ -67,7 +68,7 @@ def recipe_file(feedstock_root: Path, tool: str) -> Path:
 def read_recipe_lines(recipe: Path, label: str) -> list[str]:
     """The recipe's lines (a BOM and CRLF line ends allowed); one error line if unreadable."""
     try:
-        data = recipe.read_bytes()
+        data = read_regular(recipe)
     except OSError as exc:
         raise LocalBuildError(f"--source-tarball: cannot read {label} ({exc.strerror}); restore "
                               f"it (git checkout {label})", EXIT_USAGE) from None
@@ -140,7 +141,7 @@ def sha256_of(path: Path) -> str:
     """The file's sha256, read in 1 MiB blocks (release tarballs are hundreds of MB); the
     feedstock tooling (bump, downstream sources) uses this one too."""
     digest = hashlib.sha256()
-    with open(path, "rb") as stream:
+    with open_regular(path) as stream:  # a FIFO or a device is refused, never read forever
         for block in iter(lambda: stream.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()

@@ -1,10 +1,14 @@
 """feedstock/text_input.py: the tools' one reader of input files."""
 from __future__ import annotations
 
+import os
+import time
+
 import pytest
 
 from feedstock.errors import FeedstockError
-from feedstock.text_input import UnreadableInput, load_yaml, read_json, read_text, read_yaml
+from feedstock.text_input import (MAX_DEPTH, MAX_EXPANDED_NODES, MAX_INPUT_BYTES, UnreadableInput, load_yaml,
+                                  read_json, read_text, read_yaml)
 
 
 def test_a_bom_is_dropped_and_crlf_kept_for_yaml_to_read(tmp_path):
@@ -19,6 +23,12 @@ def test_a_bom_is_dropped_and_crlf_kept_for_yaml_to_read(tmp_path):
     (lambda p: p.symlink_to(p.name), "x.yaml is a symbolic link loop"),
     (lambda p: p.symlink_to("nowhere"), "x.yaml is a symbolic link to nothing (nowhere)"),
     (lambda p: p.write_bytes(b"a: 1\nb: caf\xe9\n"), "x.yaml:2: byte 0xe9 is not UTF-8 text"),
+    # what is not a regular file is refused before a byte is read: a FIFO would block forever,
+    # /dev/zero fill the memory
+    (lambda p: os.mkfifo(p), "x.yaml is a FIFO, not a regular file"),
+    (lambda p: p.symlink_to("/dev/zero"), "x.yaml is a character device, not a regular file"),
+    (lambda p: (p.write_bytes(b""), os.truncate(p, MAX_INPUT_BYTES + 1)),
+     f"x.yaml is larger than {MAX_INPUT_BYTES >> 20} MiB, the limit for this file"),
 ])
 def test_what_is_not_a_readable_file_is_one_error(tmp_path, make, needle):
     path = tmp_path / "x.yaml"
@@ -60,3 +70,38 @@ def test_invalid_yaml_and_json_name_the_line(tmp_path):
     path.write_text('{"packages":\n {]\n')
     with pytest.raises(UnreadableInput, match=r"repodata.json:2: not valid JSON"):
         read_json(path)
+
+
+BILLION_LAUGHS = "".join(f"{name}: &{name} [{', '.join([f'*{prev}'] * 9 if prev else ['x'] * 9)}]\n"
+                         for prev, name in zip([None, *"abcdefgh"], "abcdefghi"))
+
+
+@pytest.mark.parametrize("text, line, needle", [
+    ("[" * 100_000, 1, f"nested more than {MAX_DEPTH} levels deep"),              # a SIGSEGV in PyYAML's C loader
+    ("x: " + "[" * 100_000 + "]" * 100_000 + "\n", 1, f"nested more than {MAX_DEPTH} levels deep"),
+    ("a: 1\nb:\n" + "- " * 100_000 + "x\n", 3, f"nested more than {MAX_DEPTH} levels deep"),
+    ("a: &x [1, 2]\nb: *x\n", 1, "anchors and aliases (&, *) are not allowed in this file"),
+    (BILLION_LAUGHS, 1, "anchors and aliases (&, *) are not allowed in this file"),
+])
+@pytest.mark.parametrize("strings", [True, False])
+def test_depth_and_aliases_are_refused_before_parsing(text, line, needle, strings):
+    started = time.monotonic()
+    with pytest.raises(UnreadableInput) as caught:
+        load_yaml(text, "f.yaml", strings=strings)
+    message = str(caught.value)
+    assert message.startswith(f"f.yaml:{line}: ") and needle in message and "\n" not in message
+    assert time.monotonic() - started < 10
+
+
+def test_where_aliases_are_allowed_their_expansion_is_bounded():
+    assert load_yaml("a: &x [1, 2]\nb: *x\n", "recipe.yaml", aliases=True) == {"a": [1, 2], "b": [1, 2]}
+    with pytest.raises(UnreadableInput) as caught:
+        load_yaml(BILLION_LAUGHS, "recipe.yaml", aliases=True)
+    assert f"more than {MAX_EXPANDED_NODES} values once its aliases are expanded" in str(caught.value)
+
+
+def test_the_limits_leave_room_for_the_real_inputs(repo_root):
+    """Every YAML input of this feedstock reads as before (the deepest is far below the limit)."""
+    for path in [*repo_root.glob("*.yml"), *repo_root.glob("*.yaml"), *(repo_root / ".ci_support").glob("*.yaml"),
+                 repo_root / "recipe" / "conda_build_config.yaml", repo_root / "recipe" / "dependents.yaml"]:
+        read_yaml(path, strings=True)

@@ -446,7 +446,12 @@ def test_the_help_examples_filter_selects_what_it_says():
 
 @pytest.mark.parametrize("breakage, needle", [
     (lambda p: p.write_text(""), "has no target_platform (is it empty?)"),
-    (lambda p: (p.unlink(), p.mkdir()), "Is a directory"),
+    (lambda p: (p.unlink(), p.mkdir()), "a folder, not a regular file"),
+    # refused before a byte is read: a FIFO would block --list forever, /dev/zero fill the memory
+    (lambda p: (p.unlink(), os.mkfifo(p)), "a FIFO, not a regular file"),
+    (lambda p: (p.unlink(), p.symlink_to("/dev/zero")), "a character device, not a regular file"),
+    (lambda p: p.write_text("target_platform:\n- linux-64\nx:\n" + "- " * 100_000 + "a\n"),
+     "line 4: nested more than 16 levels deep"),
     (lambda p: (p.unlink(), p.symlink_to(p.name)), "Too many levels of symbolic links"),
     (lambda p: p.write_bytes(b"target_platform:\n- linux-64\n# caf\xe9\n"), ":3: byte 0xe9 is not UTF-8 text"),
 ])

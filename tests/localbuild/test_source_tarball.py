@@ -13,6 +13,8 @@ recording stand-in `conda` the other build_steps tests use.
 """
 from __future__ import annotations
 
+import os
+
 import hashlib
 import json
 import shutil
@@ -112,7 +114,7 @@ def test_a_failed_download_names_the_url_the_sha256_and_the_option(tmp_path, tar
 
 # --- (b) a wrong file: one line, exit 2, nothing written -----------------------------------------
 
-@pytest.mark.parametrize("given", ["another file", "missing", "folder", "link loop"])
+@pytest.mark.parametrize("given", ["another file", "missing", "folder", "link loop", "fifo", "device"])
 def test_a_wrong_tarball_is_one_line_exit_2_and_nothing_written(tmp_path, tarball, given):
     fs = offline_feedstock(tmp_path, tarball)
     recipe_before = tree_bytes(fs.root / "recipe")
@@ -124,6 +126,10 @@ def test_a_wrong_tarball_is_one_line_exit_2_and_nothing_written(tmp_path, tarbal
         path.mkdir()
     elif given == "link loop":
         path.symlink_to(path.name)
+    elif given == "fifo":           # hashing it would wait forever for a writer
+        os.mkfifo(path)
+    elif given == "device":         # hashing it would never end
+        path.symlink_to("/dev/zero")
     proc = rattler_native(fs, "--source-tarball", str(path))
     assert proc.returncode == 2, proc.stdout + proc.stderr
     line = one_error_line(proc)
@@ -132,7 +138,9 @@ def test_a_wrong_tarball_is_one_line_exit_2_and_nothing_written(tmp_path, tarbal
                                 f"wants {sha256(tarball)} ({URL}); fetch that file again",
                 "missing": f": no such file; fetch pytorch-v{RECIPE_VERSION}.tar.gz from {URL}",
                 "folder": " is a folder; give the tarball itself",
-                "link loop": ": cannot read it (Too many levels of symbolic links)"}[given]
+                "link loop": ": cannot read it (Too many levels of symbolic links)",
+                "fifo": ": cannot read it (a FIFO, not a regular file)",
+                "device": ": cannot read it (a character device, not a regular file)"}[given]
     assert expected in line
     assert "Traceback" not in proc.stderr and proc.stdout == ""
     assert not fs.artifacts.exists()                                   # nothing written

@@ -98,7 +98,8 @@ def render_recipe_text(raw: str, platform: Platform, variant: Mapping[str, Any],
     except Exception as err:  # recipe code raised: report it as one line
         raise FeedstockError(f"recipe/meta.yaml: rendering failed on {platform.subdir} "
                              f"({type(err).__name__}: {err})")
-    top = load_yaml(text, "recipe/meta.yaml (rendered)", context=f" on {platform.subdir}") or {}
+    # a recipe may use anchors and aliases (bounded once expanded); the other inputs may not
+    top = load_yaml(text, "recipe/meta.yaml (rendered)", context=f" on {platform.subdir}", aliases=True) or {}
     if not isinstance(top, dict) or not top:
         raise FeedstockError(f"recipe/meta.yaml renders to no recipe on {platform.subdir}; it needs "
                              "package: and outputs: (is the file empty?)")
