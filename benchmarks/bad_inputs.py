@@ -81,6 +81,19 @@ def _duplicated_key(data: bytes) -> bytes | None:
     return data.rstrip(b"\n") + b"\n" + match.group(1) + b": duplicated\n"
 
 
+def _deep(data: bytes) -> bytes:
+    # 100000 levels of flow nesting: PyYAML's C loader overflowed its stack (SIGSEGV, no output)
+    return data.rstrip(b"\n") + b"\nzz_deep: " + b"[" * 100_000 + b"]" * 100_000 + b"\n"
+
+
+def _aliases(data: bytes) -> bytes:
+    # a "billion laughs": nine levels of nine aliases each, 9^9 values once expanded
+    names = [bytes([c]) for c in b"abcdefghi"]
+    laughs = b"".join(b"zz_%s: &zz_%s [%s]\n" % (name, name, b", ".join([b"*zz_" + prev] * 9 if prev else [b"x"] * 9))
+                      for prev, name in zip([b"", *names], names))
+    return data.rstrip(b"\n") + b"\n" + laughs
+
+
 CONTENT: dict[str, Callable[[bytes], bytes | None]] = {
     "non-utf8": _non_utf8,
     "bom": lambda data: b"\xef\xbb\xbf" + data,
@@ -91,8 +104,12 @@ CONTENT: dict[str, Callable[[bytes], bytes | None]] = {
     "unknown-key": _unknown_key,
     "unknown-selector": _unknown_selector,
     "duplicated-key": _duplicated_key,
+    "deep": _deep,
+    "aliases": _aliases,
 }
-SHAPE = ("folder", "unreadable", "symlink-loop")
+# what the file is rather than what it holds: a FIFO would block a reader forever, a device
+# (/dev/zero behind a symlink) feed it until memory runs out
+SHAPE = ("folder", "unreadable", "symlink-loop", "fifo", "device")
 SAME_MEANING = ("bom", "crlf")       # may be accepted, if the result is the clean run's
 # (file, breakage) that may be accepted when the result is the clean run's, and why
 ACCEPTED = {
@@ -110,7 +127,7 @@ FINDINGS = {("feedstock lint", "recipe/conda_build_config.yaml", "unknown-select
 ALL_BREAKAGES = (*CONTENT, *SHAPE)
 YAML_BREAKAGES = ALL_BREAKAGES
 TEXT_BREAKAGES = tuple(b for b in ALL_BREAKAGES if b not in ("unknown-key", "duplicated-key",
-                                                             "unknown-selector", "truncated"))
+                                                             "unknown-selector", "truncated", "deep", "aliases"))
 
 
 def break_file(path: Path, how: str) -> bool:
@@ -131,6 +148,12 @@ def break_file(path: Path, how: str) -> bool:
     elif how == "symlink-loop":
         path.unlink()
         path.symlink_to(path.name)
+    elif how == "fifo":
+        path.unlink()
+        os.mkfifo(path)
+    elif how == "device":
+        path.unlink()
+        path.symlink_to("/dev/zero")
     return True
 
 
@@ -318,6 +341,8 @@ def tree_digest(root: Path) -> dict[str, str]:
                 found[rel] = "link:" + os.readlink(path)
             elif stat.S_ISDIR(mode):
                 found[rel] = "dir"
+            elif not stat.S_ISREG(mode):  # a FIFO the corpus made: reading it would block
+                found[rel] = f"special:{stat.S_IFMT(mode):o}"
             else:
                 try:
                     found[rel] = hashlib.sha256(path.read_bytes()).hexdigest() + f":{stat.S_IMODE(mode):o}"
@@ -384,6 +409,8 @@ def judge(case: Case, code: int, output: str, clean: tuple[int, str] | None) -> 
         return "traceback", True
     if code == -1:
         return output, False
+    if code < 0:
+        return f"crash (signal {-code})", False
     # ours: "error: ..."; argparse's: "PROG: error: ..."
     errors = [line for line in output.splitlines() if re.match(r"^([\w. -]+: )?error: ", line)]
     if code in (2, 3):
@@ -447,7 +474,7 @@ def clean_runs(cases: list[Case], scratch: Path, timeout: float) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog="The summary line: bad inputs: N tried, T tracebacks, C trees changed")
+                                     epilog="The summary line: bad inputs: N tried, T tracebacks, C trees changed, H hangs, K crashes")
     parser.add_argument("-k", dest="match", metavar="TEXT", help="only the cases whose name contains TEXT")
     parser.add_argument("--jobs", type=int, default=max(1, min(4, os.cpu_count() or 1)),
                         help="cases run at once (default: the cores, at most 4)")
@@ -477,12 +504,14 @@ def main(argv: list[str] | None = None) -> int:
                 print("    " + "\n    ".join(result.output.strip().splitlines()[-6:]))
     tracebacks = sum(r.traceback for r in tried)
     changed = sum(bool(r.changed) for r in tried)
-    other = len(failed) - sum(1 for r in failed if r.traceback or r.changed)
+    hangs = sum(r.code == -1 for r in tried)           # killed by the timeout
+    crashes = sum(r.code < -1 for r in tried)          # died of a signal (SIGSEGV, SIGKILL of the OOM killer)
+    other = len(failed) - sum(1 for r in failed if r.traceback or r.changed or r.code < 0)
     skipped = len(results) - len(tried)
     print(f"{len(tried)} cases in {time.monotonic() - start:.0f} s ({skipped} not applicable here"
           f"{', unreadable files need a non-root user' if os.geteuid() == 0 else ''})")
-    print(f"bad inputs: {len(tried)} tried, {tracebacks} tracebacks, {changed} trees changed"
-          + (f", {other} other failures" if other else ""))
+    print(f"bad inputs: {len(tried)} tried, {tracebacks} tracebacks, {changed} trees changed, {hangs} hangs, "
+          f"{crashes} crashes" + (f", {other} other failures" if other else ""))
     return 1 if failed else 0
 
 

@@ -18,11 +18,11 @@ def test_the_corpus_finds_no_traceback_and_no_changed_tree():
     proc = subprocess.run([sys.executable, str(SCRIPT)], cwd=REPO_ROOT, capture_output=True, text=True,
                           timeout=1200)
     last = proc.stdout.strip().splitlines()[-1]
-    match = re.fullmatch(r"bad inputs: (\d+) tried, (\d+) tracebacks, (\d+) trees changed", last)
+    match = re.fullmatch(r"bad inputs: (\d+) tried, (\d+) tracebacks, (\d+) trees changed, (\d+) hangs, (\d+) crashes", last)
     assert match, proc.stdout[-3000:] + proc.stderr[-2000:]
-    tried, tracebacks, changed = map(int, match.groups())
+    tried, tracebacks, changed, hangs, crashes = map(int, match.groups())
     assert proc.returncode == 0, proc.stdout[-3000:]
-    assert tried >= 250 and tracebacks == 0 and changed == 0
+    assert tried >= 350 and tracebacks == 0 and changed == 0 and hangs == 0 and crashes == 0
 
 
 def test_a_case_that_fails_is_named_and_counted(tmp_path):
