@@ -3,13 +3,15 @@ PyTorch-shaped test project, whose setup.py checks submodules like PyTorch's and
 includes NNPACK's DownloadSix.cmake (made to fail if it runs)."""
 from __future__ import annotations
 
-import pytest
-
+import os
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from megabuild.source_prep import prepare_source
+from tests.support.build_tools import tool_path
 from tests.support.megabuild_harness import copy_project
 
 pytestmark = [pytest.mark.compile]
@@ -30,11 +32,12 @@ def test_unprepared_tree_fails_like_pytorch_and_prepared_tree_configures(tmp_pat
     """Without the preparation the project's setup.py stops at the submodule check; after it,
     CMake configures (and so did not run the download script)."""
     src = copy_project(tmp_path / "src")
-    before = subprocess.run([sys.executable, "setup.py", "--cmake-only"], cwd=src,
+    env = {**os.environ, "PATH": tool_path()}  # PyPI's CMake, as every driver test builds with
+    before = subprocess.run([sys.executable, "setup.py", "--cmake-only"], cwd=src, env=env,
                             capture_output=True, text=True)
     assert before.returncode != 0 and "submodule" in before.stderr
     prepare_source(src)
-    after = subprocess.run([sys.executable, "setup.py", "--cmake-only"], cwd=src,
+    after = subprocess.run([sys.executable, "setup.py", "--cmake-only"], cwd=src, env=env,
                            capture_output=True, text=True)
     assert after.returncode == 0, after.stdout[-2000:] + after.stderr[-2000:]
     assert (src / "build" / "CMakeCache.txt").is_file()
