@@ -111,8 +111,10 @@ def test_cuda_toolkit_is_the_machines(cudabuild):
                     if line.startswith("CMAKE_CUDA_COMPILER:"))
     assert compiler == exports["CUDACXX"]
     toolkit = next(caches[0].parent.glob("CMakeFiles/*/CMakeCUDACompiler.cmake")).read_text()
-    include = re.search(r'CMAKE_CUDA_TOOLKIT_INCLUDE_DIRECTORIES "([^"]*)"', toolkit).group(1)
+    # CMake 4.x lists the toolkit's CCCL folder after its include folder (CUDA 13 moved CCCL there)
+    include, *more = re.search(r'CMAKE_CUDA_TOOLKIT_INCLUDE_DIRECTORIES "([^"]*)"', toolkit).group(1).split(";")
     assert include == f"{exports['CUDA_HOME']}/targets/x86_64-linux/include"
+    assert all(path.startswith(include + "/") for path in more), more
     assert (Path(include) / "cuda_runtime.h").is_file()
     link_dirs = re.search(r'CMAKE_CUDA_IMPLICIT_LINK_DIRECTORIES "([^"]*)"', toolkit).group(1).split(";")
     assert f"{exports['CUDA_HOME']}/targets/x86_64-linux/lib" in link_dirs
