@@ -35,6 +35,16 @@ def ctrl_c_as_usual():
     signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def torch_caches_in_the_run(tmp_path_factory: pytest.TempPathFactory):
+    """torch.compile's and Triton's caches (which the real torch wheels fill) go into the run's
+    folder, not /tmp/torchinductor_$USER: CI's /tmp is shared and must be left as found."""
+    folder = tmp_path_factory.mktemp("torch-caches")
+    for variable, name in (("TORCHINDUCTOR_CACHE_DIR", "inductor"), ("TRITON_CACHE_DIR", "triton")):
+        os.environ.setdefault(variable, str(folder / name))
+    yield
+
+
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return REPO_ROOT

@@ -168,7 +168,9 @@ def test_downstream_cuda_extension_compiles_with_nvcc_and_loads(cudawheel, tmp_p
 def test_torch_compile_on_cpu_uses_the_installed_headers(cudawheel, tmp_path):
     code = ("import torch; f = torch.compile(lambda x: torch.sin(x) + torch.cos(x)); x = torch.randn(16); "
             "print(bool(torch.allclose(f(x), torch.sin(x) + torch.cos(x))))")
-    out = run([cudawheel["python"], "-c", code], {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")})
+    # TMPDIR: inductor keeps its precompiled headers under tempfile's folder whatever the cache dir
+    out = run([cudawheel["python"], "-c", code], {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"),
+                                                  "TMPDIR": str(tmp_path)})
     assert out.stdout.strip().splitlines()[-1] == "True"
     assert list((tmp_path / "inductor").rglob("*.so")), "inductor compiled no C++ kernel"
 

@@ -7,6 +7,7 @@ runs engine commands with the private configuration, `podman_feedstock` writes t
 """
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import subprocess
@@ -58,14 +59,19 @@ class Podman:
 
 
 def private_podman(folder: Path) -> Podman:
-    """podman configured by devtools/podman_config.py, its image store under folder."""
+    """podman configured by devtools/podman_config.py, its image store under folder. A test's
+    folder is too long a path for podman's run folder, which then goes under /tmp: it is removed
+    when this process exits (the store itself goes with the test's folder)."""
     sys.path.insert(0, str(REPO_ROOT / "devtools"))
     try:
-        from podman_config import write_config
+        from podman_config import runroot, write_config
     finally:
         sys.path.pop(0)
     env = dict(os.environ)
     env.update(write_config(folder))
+    run = runroot(folder.expanduser().resolve())
+    if folder.resolve() not in run.parents:
+        atexit.register(shutil.rmtree, run, ignore_errors=True)
     return Podman(env)
 
 
