@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import yaml
-from localbuild.input_files import MAX_INPUT_BYTES, read_regular
+from localbuild.input_files import MAX_INPUT_BYTES, NotARegularFile, read_regular
 
 from .errors import FeedstockError
 
@@ -56,9 +56,7 @@ def read_bytes(path: Path, label: str | None = None) -> bytes:
     except OSError as err:
         if err.errno == errno.ELOOP:
             raise UnreadableInput(f"{label} is a symbolic link loop; point it at a file") from None
-        if err.strerror and err.strerror.startswith("a folder"):
-            raise UnreadableInput(f"{label} is a folder; a file belongs there") from None
-        if err.errno in (errno.EINVAL, errno.ENXIO, errno.EFBIG):  # input_files' refusals
+        if isinstance(err, NotARegularFile):
             raise UnreadableInput(f"{label} is {err.strerror}; a file belongs there") from None
         raise UnreadableInput(f"cannot read {label}: {err.strerror}") from None
 

@@ -103,19 +103,11 @@ class _Parser:
 
     def node(self, indent: int) -> Any:
         line = self.lines[self.pos]
-        self.depth += 1
-        if self.depth > MAX_DEPTH:
-            raise self.error(line, f"nested more than {MAX_DEPTH} levels deep; .ci_support files "
-                                   "hold flat lists")
-        try:
-            if _is_sequence_item(line.text):
-                return self.sequence(indent)
-            return self.mapping(indent)
-        finally:
-            self.depth -= 1
+        parse = self.sequence if _is_sequence_item(line.text) else self.mapping
+        return self.nested(lambda: parse(indent), line)
 
     def nested(self, parse, line: _Line) -> Any:
-        """parse() one level deeper (the depth bound of node())."""
+        """parse() one level deeper; deeper than MAX_DEPTH is an error naming the line."""
         self.depth += 1
         if self.depth > MAX_DEPTH:
             raise self.error(line, f"nested more than {MAX_DEPTH} levels deep; .ci_support files "

@@ -3,7 +3,8 @@
 A FIFO would block the reader forever and a device (`/dev/zero`, or a symlink to it) would feed
 it until memory ran out, so the file is opened without blocking and its kind checked on the
 open descriptor (no window between a check and the open). Refusals are OSErrors whose strerror
-says what the path is, so every caller's `except OSError` already turns them into its one line.
+says what the path is (a folder: IsADirectoryError; anything else: NotARegularFile), so every
+caller's `except OSError` already turns them into its one line.
 Standard library only: build-locally runs with a bare python3.
 """
 from __future__ import annotations
@@ -16,8 +17,12 @@ from typing import BinaryIO
 
 MAX_INPUT_BYTES = 64 << 20  # a config, recipe or note: kilobytes; 64 MiB is far beyond any
 
-_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
           (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+class NotARegularFile(OSError):
+    """What open_regular and read_regular refuse; strerror says what the path is instead."""
 
 
 def open_regular(path: Path) -> BinaryIO:
@@ -26,13 +31,16 @@ def open_regular(path: Path) -> BinaryIO:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
         if exc.errno == errno.ENXIO:  # what open(2) says for a socket
-            raise OSError(errno.ENXIO, "a socket, not a regular file", str(path)) from None
+            raise NotARegularFile(errno.ENXIO, "a socket, not a regular file", str(path)) from None
         raise
     mode = os.fstat(fd).st_mode
+    if stat.S_ISDIR(mode):
+        os.close(fd)  # the error open(2) gives for writing to a folder, which callers know
+        raise IsADirectoryError(errno.EISDIR, "a folder, not a regular file", str(path))
     if not stat.S_ISREG(mode):
         os.close(fd)
         kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
-        raise OSError(errno.EINVAL, f"{kind}, not a regular file", str(path))
+        raise NotARegularFile(errno.EINVAL, f"{kind}, not a regular file", str(path))
     os.set_blocking(fd, True)
     return os.fdopen(fd, "rb")
 
@@ -42,5 +50,5 @@ def read_regular(path: Path, limit: int = MAX_INPUT_BYTES) -> bytes:
     with open_regular(path) as stream:
         data = stream.read(limit + 1)
     if len(data) > limit:
-        raise OSError(errno.EFBIG, f"larger than {limit >> 20} MiB, the limit for this file", str(path))
+        raise NotARegularFile(errno.EFBIG, f"larger than {limit >> 20} MiB, the limit for this file", str(path))
     return data

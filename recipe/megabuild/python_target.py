@@ -20,7 +20,7 @@ from .cmake_cache import CMakeCache
 from .errors import MegabuildError
 
 # The four library folders as FindPython asks for them in every CMake the recipe accepts
-# (3.27 and later, megabuild/toolchain.py): sysconfig's paths on Python 3.10 and later (CMake
+# (3.27 and later, megabuild/tool_versions.py): sysconfig's paths on Python 3.10 and later (CMake
 # 3.25 asked distutils first, whose answers differ in a virtual environment and drop the `t`
 # of a free-threaded build). The driver supports no Python older than 3.10.
 _QUERY = r"""
