@@ -9,8 +9,10 @@ xdist the folder is under the run's own base temp, as tmp_path_factory's would b
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import pickle
+import time
 from pathlib import Path
 from typing import Callable, TypeVar
 
@@ -41,6 +43,7 @@ def build_once(tmp_path_factory: pytest.TempPathFactory, name: str, build: Calla
             pytest.fail(f"the shared fixture {name!r} failed in another worker: {failed.read_text()}",
                         pytrace=False)
         folder.mkdir(exist_ok=True)
+        started = time.monotonic()
         try:
             value = build(folder)
         except pytest.skip.Exception as err:
@@ -52,4 +55,17 @@ def build_once(tmp_path_factory: pytest.TempPathFactory, name: str, build: Calla
         partial = folder / "result.pickle.partial"
         partial.write_bytes(pickle.dumps(value))
         partial.replace(result)
+        _timeline(name, time.monotonic() - started)
         return value
+
+
+def _timeline(name: str, seconds: float) -> None:
+    """With FEEDSTOCK_TEST_TIMELINE=DIR, one line for the build of a shared fixture (tests/conftest.py
+    writes the tests' lines there): which part of a module's setup was the shared work."""
+    folder = os.environ.get("FEEDSTOCK_TEST_TIMELINE")
+    if not folder:
+        return
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    line = {"end": round(time.time(), 2), "worker": worker, "shared": name, "seconds": round(seconds, 2)}
+    with open(Path(folder) / f"timeline-{worker}.jsonl", "a", encoding="utf-8") as out:
+        out.write(json.dumps(line) + "\n")
