@@ -22,6 +22,10 @@ The run folder (podman's runroot) is DIR/run while that path is at most 50 bytes
 one makes every `podman run` wait out podman's 20 s conmon timeout when the container exits
 (podman 4.3, measured: 50 bytes 0.13 s, 51 bytes 20.2 s), so then it is /tmp/feedstock-podman-
 followed by a hash of DIR.
+
+Each store also gets its own podman temporary folder (RUN/libpod, not the machine's /run/libpod)
+and network folder (DIR/networks, not /etc/containers/networks): resetting one store then never
+looks like a reboot to another store's running containers, nor removes its networks.
 """
 from __future__ import annotations
 
@@ -47,6 +51,15 @@ default_ulimits = ["nofile=1024:1024", "nproc=4096:4096"]
 cgroup_manager = "cgroupfs"
 events_logger = "file"
 runtime = "runc"
+{own_folders}"""
+# Podman's temporary files (its "is this a fresh boot" marker, containers' exit files) and its
+# networks, per store: by default every store on the machine shares /run/libpod and
+# /etc/containers/networks, and a `podman system reset` of one store then looked like a reboot to
+# every other (a running container lost its exit code) and removed every network.
+OWN_FOLDERS = """tmp_dir = "{tmp_dir}"
+
+[network]
+network_config_dir = "{networks}"
 """
 
 STORAGE_CONF = """\
@@ -59,6 +72,14 @@ runroot = "{runroot}"
 DRIVERS = ("overlay", "vfs")   # the first that works; vfs works everywhere, copying
 PROBE_TIMEOUT_S = 120
 RUNROOT_MAX = 50   # bytes: see the module's docstring
+
+
+def containers_conf_text(folder: Path) -> str:
+    """The containers.conf for the store in `folder`, with its own temporary and network folders.
+    A store podman made before with the shared ones keeps them: podman takes tmp_dir from the
+    store's database over the configuration (podman 4.3, checked)."""
+    return CONTAINERS_CONF.format(own_folders=OWN_FOLDERS.format(tmp_dir=runroot(folder) / "libpod",
+                                                                 networks=folder / "networks"))
 
 
 def _write(path: Path, text: str) -> None:
@@ -125,7 +146,8 @@ def write_config(folder: Path) -> dict[str, str]:
     folder = folder.expanduser().resolve()
     (folder / "storage").mkdir(parents=True, exist_ok=True)
     runroot(folder).mkdir(mode=0o700, parents=True, exist_ok=True)
-    _write(folder / "containers.conf", CONTAINERS_CONF)
+    (folder / "networks").mkdir(exist_ok=True)
+    _write(folder / "containers.conf", containers_conf_text(folder))
     driver, note = choose_driver(folder, folder / "containers.conf")
     if note:
         print(" ".join(note.split()), file=sys.stderr)

@@ -144,3 +144,30 @@ def test_a_vfs_store_already_there_keeps_vfs(tmp_path, folder):
         assert stderr.startswith("podman_config: keeping vfs: ") and len(stderr.splitlines()) == 1
     else:
         assert stderr == ""
+
+
+def test_resetting_one_store_leaves_another_stores_containers_and_networks(tmp_path):
+    """Each store has its own podman tmp_dir and network folder: a reset of one (what a test once
+    did) used to remove /run/libpod and /etc/containers/networks, which every store shared."""
+    mine, theirs = tmp_path / "a", tmp_path / "b"
+    try:
+        env_a, _ = configure(mine)
+        env_b, _ = configure(theirs)
+        podman(env_a, "import", str(host_shell_rootfs(tmp_path / "shell.tar")), IMAGE)
+        exited = subprocess.run(["podman", "run", "--name", "kept", "--network", "none", IMAGE, "/bin/sh", "-c",
+                                 "exit 7"], env=env_a, capture_output=True, text=True, timeout=300)
+        assert exited.returncode == 7, exited.stderr
+        podman(env_a, "network", "create", "feedstock-kept-net")
+        tmp_dir = Path(re.search(r'^tmp_dir = "([^"]+)"$', Path(env_a["CONTAINERS_CONF"]).read_text(),
+                                 re.MULTILINE).group(1))
+        assert (tmp_dir / "alive").is_file() and Path("/run/libpod") not in (tmp_dir, *tmp_dir.parents)
+        podman(env_b, "system", "reset", "--force")
+        assert (tmp_dir / "alive").is_file(), "the other store's reset removed this store's tmp_dir"
+        state = podman(env_a, "inspect", "--format", "{{.State.Status}} {{.State.ExitCode}}", "kept").stdout.split()
+        assert state == ["exited", "7"], state
+        assert "feedstock-kept-net" in podman(env_a, "network", "ls", "--format", "{{.Name}}").stdout.split()
+    finally:
+        for store, env in ((mine, locals().get("env_a")), (theirs, locals().get("env_b"))):
+            if env:
+                subprocess.run(["podman", "system", "reset", "--force"], env=env, capture_output=True, timeout=300)
+            remove_runroot(store)
