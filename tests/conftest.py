@@ -230,9 +230,9 @@ def rocmbuild(realbuild_toolchain: dict, torch_wheel: Path, tmp_path_factory: py
 # (tests/support/shared_fixture.py). The files that build or use those packages go first, so
 # both workers start on the long ones and the small files fill in around them.
 # (xdist's loadgroup cannot be used: pytest 9 ignores the group suffix xdist 3.8 writes.)
-# A test that a true skipif marks (the gpu and rocm image modules unless FEEDSTOCK_SLOW_IMAGE_TESTS)
-# does not count: a file of such tests would take a turn and end at once, and its worker would
-# then wait on the other's build instead of starting its own chain (seen: 20 minutes idle).
+# A test that a true skipif marks (a tool missing here) does not count: a file of such tests
+# would take a turn and end at once, and its worker would then wait on the other's build instead
+# of starting its own chain (seen: 20 minutes idle).
 SHARED_PACKAGE_FIXTURES = {"realbuild_toolchain", "wheelbuild", "cudawheel", "rig", "rocmbuild"}
 CUDA_FIXTURES = {"cudawheel"}
 

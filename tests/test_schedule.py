@@ -1,7 +1,6 @@
 """tests/conftest.py's order of test files for the two workers: the first two files start the CPU
-and the CUDA chains, and a file that a true skipif empties (the gpu and rocm image modules unless
-FEEDSTOCK_SLOW_IMAGE_TESTS) does not take a turn (its worker would end it at once and then wait
-on the other worker's build). Collected for real in a subprocess, with a plugin that prints what
+and the CUDA chains, and every file of the shared packages (the gpu and rocm image modules too)
+comes before the small files. Collected for real in a subprocess, with a plugin that prints what
 each file uses."""
 from __future__ import annotations
 
@@ -28,14 +27,12 @@ def pytest_collection_finish(session):
         print("ORDER " + json.dumps({"file": name, "fixtures": sorted(entry["fixtures"]), "runs": entry["runs"]}))
 """
 GPU_MODULE = "tests/feedstock/after_build/image/test_gpu_build_stage.py"
+ROCM_MODULE = "tests/feedstock/after_build/image/test_rocm_build_stage.py"
 
 
-def _order(tmp_path: Path, slow: bool) -> list[dict]:
+def _order(tmp_path: Path) -> list[dict]:
     (tmp_path / "order_plugin.py").write_text(PLUGIN)
-    env = {k: v for k, v in os.environ.items() if k != "FEEDSTOCK_SLOW_IMAGE_TESTS"}
-    env["PYTHONPATH"] = str(tmp_path)
-    if slow:
-        env["FEEDSTOCK_SLOW_IMAGE_TESTS"] = "1"
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
     proc = subprocess.run([sys.executable, "-m", "pytest", "--co", "-q", "-n", "0", "-p", "no:cacheprovider",
                            "-p", "order_plugin", "tests"], cwd=REPO_ROOT, env=env, capture_output=True,
                           text=True, timeout=300)
@@ -43,19 +40,13 @@ def _order(tmp_path: Path, slow: bool) -> list[dict]:
     return [json.loads(line[6:]) for line in proc.stdout.splitlines() if line.startswith("ORDER ")]
 
 
-def test_the_two_chains_start_first_and_a_skipped_file_takes_no_turn(tmp_path):
-    order = _order(tmp_path, slow=False)
+def test_the_two_chains_start_first_and_the_image_modules_take_their_turns(tmp_path):
+    order = _order(tmp_path)
     first, second = order[0], order[1]
     assert first["runs"] and "wheelbuild" in first["fixtures"] and "cudawheel" not in first["fixtures"], first
     assert second["runs"] and "cudawheel" in second["fixtures"], second
     ranked = [i for i, entry in enumerate(order) if entry["fixtures"]]
     assert ranked == list(range(len(ranked)))       # the files of the shared packages, first
-    gpu = next(i for i, entry in enumerate(order) if entry["file"] == GPU_MODULE)
-    assert not order[gpu]["runs"] and gpu > max(ranked), order[gpu]
-
-
-def test_asked_for_the_gated_modules_take_their_turns(tmp_path):
-    order = _order(tmp_path, slow=True)
-    gpu = next(i for i, entry in enumerate(order) if entry["file"] == GPU_MODULE)
-    unranked = [i for i, entry in enumerate(order) if not entry["fixtures"]]
-    assert order[gpu]["runs"] and gpu < min(unranked), order[gpu]
+    for module in (GPU_MODULE, ROCM_MODULE):
+        [entry] = [entry for entry in order if entry["file"] == module]
+        assert entry["runs"] and entry["fixtures"], entry   # no gate: CI runs them

@@ -8,7 +8,6 @@ from a folder of wheels (--find-links): no network in the image.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -95,15 +94,6 @@ def build_and_load_env_image(podman: Podman, env_file: Path, links: Path, output
 def run_in_image(podman: Podman, name: str, *args: str) -> str:
     """`podman run --rm --network=none NAME ARGS`: its stdout."""
     return podman.run("run", "--rm", "--network=none", name, *args, timeout=600).stdout
-
-
-# The gpu and rocm build-stage modules (7-20 min each here) would take the suite past what CI's
-# 90 minutes allow with room to spare (it is 70-80 min on the 2-core machine), so they run when asked.
-SLOW_IMAGE_TESTS = "FEEDSTOCK_SLOW_IMAGE_TESTS"
-slow_image_test = pytest.mark.skipif(
-    not os.environ.get(SLOW_IMAGE_TESTS),
-    reason=f"a gpu/rocm image build of several minutes, beyond the suite's time budget on CI: "
-           f"set {SLOW_IMAGE_TESTS}=1 to run it (docs/images.md)")
 
 
 def skip_without_image_tools() -> None:

@@ -12,7 +12,6 @@ image's python imports torch and the extension, the extension calls the CUDA run
 neither nvcc nor a C++ compiler. On a GPU machine the same image's `add_one` runs the kernel
 (`--nv` for Apptainer, a GPU for podman): that is as far as this machine goes.
 
-Run when asked (FEEDSTOCK_SLOW_IMAGE_TESTS=1), as the rocm module: beyond the suite's CI budget.
 First run (2026-11-26, 2-core machine, the cudawheel fixture already built): 3 passed in 399 s, the
 image with its build stage 299 s.
 """
@@ -23,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.image_rig import build_and_load_env_image, run_in_image, slow_image_test
+from tests.support.image_rig import build_and_load_env_image, run_in_image
 from tests.support.scratch import module_scratch
 from tests.support.sdist import write_sdist
 
@@ -105,7 +104,6 @@ def _run(gpu_image: dict, *args: str) -> str:
     return run_in_image(gpu_image["podman"], gpu_image["info"]["name"], *args)
 
 
-@slow_image_test
 def test_nvcc_came_from_the_channels_and_compiled_for_the_asked_arch(gpu_image):
     said = gpu_image["stdout"]
     assert "image: build stage: Debian g++, make, ninja-build, git; cuda-nvcc 13.0.*, cuda-cudart-dev ==13.0.96 " \
@@ -114,7 +112,6 @@ def test_nvcc_came_from_the_channels_and_compiled_for_the_asked_arch(gpu_image):
     assert "(--no-wheel-cache: compiled again)" in said
 
 
-@slow_image_test
 def test_the_extension_imports_and_calls_the_cuda_runtime_in_the_image(gpu_image):
     result = json.loads(_run(gpu_image, "python", "-c", CHECK).strip().splitlines()[-1])
     assert result["torch"].startswith("2.14.1") and result["cuda"] == "13.0"
@@ -123,7 +120,6 @@ def test_the_extension_imports_and_calls_the_cuda_runtime_in_the_image(gpu_image
     assert result["module"].startswith("/opt/env/lib/python3.11/site-packages/tiny_cuda_ext/_C")
 
 
-@slow_image_test
 def test_the_kernel_is_sm_90_code_and_the_runtime_image_has_no_compiler(gpu_image, tmp_path):
     from tests.realbuild.cuda import fatbin_archs
 

@@ -22,9 +22,6 @@ into the image's libc10 and libtorch_hip. Its code object holds exactly the aske
 Apptainer.def binds the host's ROCm with --rocm. On an AMD GPU machine the same image's
 `twice([1.0, 2.0])` runs the kernel (`--rocm` for Apptainer, /dev/kfd and /dev/dri for podman):
 that is as far as this machine goes.
-
-Run when asked (FEEDSTOCK_SLOW_IMAGE_TESTS=1: about 8 minutes here, beyond the suite's CI budget);
-the light check of the toolchain claim always runs.
 """
 from __future__ import annotations
 
@@ -38,7 +35,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.image_rig import build_and_load_env_image, run_in_image, slow_image_test
+from tests.support.image_rig import build_and_load_env_image, run_in_image
 from tests.support.paths import CPU_GENERIC_JOB, RECIPE_VERSION
 from tests.support.scratch import module_scratch
 from tests.support.sdist import write_sdist
@@ -232,7 +229,6 @@ def _gfx_targets(library: Path) -> set[str]:
     return {line.split()[1].rsplit("--", 1)[-1] for line in listing.stdout.splitlines() if "amdgcn-amd-amdhsa" in line}
 
 
-@slow_image_test
 def test_the_rocm_packages_were_built_by_the_feedstock_recipe(rocmbuild):
     names = rocmbuild["build"].names()
     v, py = RECIPE_VERSION, rocmbuild["python"].replace(".", "")
@@ -242,7 +238,6 @@ def test_the_rocm_packages_were_built_by_the_feedstock_recipe(rocmbuild):
     assert not [n for n in names if n.startswith("libtorch-cuda-linalg")], names   # CUDA only
 
 
-@slow_image_test
 def test_the_image_is_rocm_flavoured_and_hipcc_built_the_extension(rocm_image):
     info, said = rocm_image["info"], rocm_image["stdout"]
     assert info["flavour"] == "rocm" and info["python_version"].startswith("3.12")
@@ -252,7 +247,6 @@ def test_the_image_is_rocm_flavoured_and_hipcc_built_the_extension(rocm_image):
     assert "image: build stage: built tiny_hip_ext-0.1-cp312-cp312-linux_x86_64.whl" in said, said[-2000:]
 
 
-@slow_image_test
 def test_the_extension_imports_and_calls_hip_and_torch_without_a_gpu(rocm_image):
     result = json.loads(_run(rocm_image, "python", "-c", CHECK).strip().splitlines()[-1])
     site = "/opt/env/lib/python3.12/site-packages"
@@ -270,7 +264,6 @@ def test_the_extension_imports_and_calls_hip_and_torch_without_a_gpu(rocm_image)
     assert re.fullmatch(r"(/usr)?/lib/x86_64-linux-gnu/libamdhip64\.so\.5[.\d]*", hip_runtime[0]), result
 
 
-@slow_image_test
 def test_the_code_objects_hold_the_asked_gfx_targets(rocm_image, rocmbuild, tmp_path):
     if shutil.which("roc-obj-ls") is None:
         pytest.skip("roc-obj-ls not found (Debian: part of hipcc)")
@@ -286,7 +279,6 @@ def test_the_code_objects_hold_the_asked_gfx_targets(rocm_image, rocmbuild, tmp_
     assert _gfx_targets(*libraries.values()) == set(rocmbuild["arch"].split(";"))
 
 
-@slow_image_test
 def test_the_runtime_image_has_no_compiler(rocm_image):
     found = _run(rocm_image, "sh", "-c", "for c in hipcc clang clang++ clang-15 clang++-15 gcc g++ cc c++; do "
                                          "command -v $c; done; ls /usr/bin /opt/env/bin | grep -E "
@@ -296,7 +288,6 @@ def test_the_runtime_image_has_no_compiler(rocm_image):
     assert "No broken requirements found" in _run(rocm_image, "python", "-m", "pip", "check")
 
 
-@slow_image_test
 def test_the_apptainer_recipe_binds_the_hosts_rocm(rocm_image):
     recipe = (rocm_image["out"] / "Apptainer.def").read_text()
     assert "apptainer run --rocm pytorch.sif" in recipe and "apptainer exec --rocm --bind" in recipe
