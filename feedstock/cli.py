@@ -73,7 +73,9 @@ section installed after the conda environment exists; a pip line marked --no-bui
 (or from git+) is built into a wheel in a build stage (the image's environment plus compilers)
 against the image's own torch, and only the wheel enters the image; the wheel is cached by its
 inputs (the archive's sha256, the image's conda packages, the build stage's base), so building
-the same image again compiles nothing (--no-wheel-cache compiles again). Needs umoci and skopeo;
+the same image again compiles nothing (--no-wheel-cache compiles again); its compiles go
+through the build base's ccache (--compile-cache), so compiling again against the same torch
+takes the objects from there. Needs umoci and skopeo;
 mmdebstrap without --base or with a build stage; podman (or --engine) for the pip steps. Same
 inputs and SOURCE_DATE_EPOCH: same manifest digest. See docs/images.md.
 Example: python -m feedstock image --channel build_artifacts --channel conda-forge --flavour cpu --python 3.11 --output img
@@ -109,9 +111,15 @@ def _add_image_parser(sub: argparse._SubParsersAction) -> None:
                        help="compile the build stage's packages again instead of taking their wheels from "
                             "the cache (~/.cache/pytorch-feedstock/stand-in-image/build-stage-wheels, or "
                             "FEEDSTOCK_IMAGE_CACHE/build-stage-wheels)")
+    image.add_argument("--compile-cache", type=Path, metavar="DIR",
+                       help="ccache's folder for the build stage's compiles, mounted into it (default: "
+                            "~/.cache/pytorch-feedstock/ccache): a package compiled again against the same "
+                            "torch compiles from it")
+    image.add_argument("--no-compile-cache", action="store_true", help="compile the build stage without ccache")
 
 
 def _cmd_image(args: argparse.Namespace) -> int:
+    from .after_build import compile_cache as compiles
     from .after_build.image.build import Options, build
 
     start = time.perf_counter()
@@ -119,7 +127,9 @@ def _cmd_image(args: argparse.Namespace) -> int:
                            requirements=args.requirements, base=args.base, host_pythons=args.host_python,
                            find_links=args.find_links, engine=args.engine, name=args.name, cuda=args.cuda,
                            pkgs_dir=args.pkgs_dir, environment=args.environment, pip_cert=args.pip_cert,
-                           wheel_cache=args.wheel_cache),
+                           wheel_cache=args.wheel_cache,
+                           compile_cache=compiles.choose(args.compile_cache, args.no_compile_cache,
+                                                         host_ccache=False)),
                    say=lambda line: print(line, flush=True))  # progress reaches a log as it happens
     for role, digest in result.layers.items():
         print(f"layer {role:<12} {digest}")

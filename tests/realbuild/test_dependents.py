@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.compile_counts import downstream_compiles
 from tests.support.paths import REPO_ROOT
 from tests.support.scratch import module_scratch
 
@@ -98,6 +99,9 @@ def test_torch_scatter_from_its_sdist_against_our_libtorch(cpu_run):
     assert (row["built"], row["imported"], row["result"]) == ("rattler-build sdist", "yes", "passed"), row
     assert row["against"].startswith("2.13.0 cpu_generic_py311")
     assert row["passed"] >= 10 and row["failed"] == 0, row
+    # compiled for real: every translation unit went through the compiler (ccache launching it;
+    # a machine that built it before serves the objects, but the compiler ran for each)
+    assert downstream_compiles(proc.stderr, "torch-scatter") >= 4, proc.stderr[-3000:]
 
 
 def test_torch_scatter_is_pinned_to_our_libtorch_minor(cpu_run):

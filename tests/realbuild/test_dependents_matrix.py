@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.compile_counts import downstream_compiles
 from tests.support.paths import REPO_ROOT
 from tests.support.scratch import module_scratch
 
@@ -105,6 +106,8 @@ def test_tests_ran_in_every_cell_that_works(matrix):
     # with torch importable, opt-einsum's torch-backend tests run instead of skipping (43 pass without it)
     assert all(c["passed"] > 43 for c in cells(matrix, "opt-einsum").values())
     assert cells(matrix, "torch-scatter")["2.14.1 gpu"]["passed"] >= 10
+    # the rebuild compiled: each translation unit through the compiler (ccache its launcher)
+    assert downstream_compiles(matrix["proc"].stderr, "torch-scatter") >= 4, matrix["proc"].stderr[-3000:]
 
 
 def test_the_rebuild_is_pinned_to_the_new_minor(matrix):

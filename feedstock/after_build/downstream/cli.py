@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ...atomic_files import replace_files
 from ...errors import FeedstockError
+from .. import compile_cache as compiles
 from .catalog import CATALOG
 from .sources import default_cache
 from .table import format_table, summary
@@ -21,7 +22,8 @@ and print one row per dependent: version, how it was built, the pytorch build it
 whether it imported, its tests passed/failed/skipped, the time. A dependent whose pytorch
 flavour or version the channel lacks is `skipped` with the reason. rattler installs our pytorch
 into fresh environments; rattler-build builds the conda kinds (their PyPI files are cached in
-the cache folder). Exit status: 0 none failed, 1 a dependent failed, 2 bad input (an unknown
+the cache folder; an sdist's compiles go through ccache where it is installed, so the same
+sources against the same torch come from --compile-cache). Exit status: 0 none failed, 1 a dependent failed, 2 bad input (an unknown
 name: the others still run), 3 the channel has no pytorch (the table is still printed).
 
 --matrix runs each dependent against every pytorch build of the channels (one column per
@@ -52,6 +54,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--catalog", type=Path, help="the dependents file (default: recipe/dependents.yaml)")
     parser.add_argument("--work", type=Path, help="work folder (default: a temporary one, removed after)")
     parser.add_argument("--cache", type=Path, help=f"the PyPI downloads (default: {default_cache()})")
+    parser.add_argument("--compile-cache", type=Path, metavar="DIR",
+                        help=f"ccache's folder for the sdist builds (default: {compiles.default_folder()} where "
+                             "ccache is installed): the same sources against the same torch compile from it")
+    parser.add_argument("--no-compile-cache", action="store_true", help="compile the sdists without ccache")
     parser.add_argument("--json", type=Path, help="also write the rows (the matrix) as JSON to this file")
     parser.add_argument("--matrix", action="store_true",
                         help="every dependent against every pytorch build of the channels, one table")
@@ -102,7 +108,8 @@ def run(args: argparse.Namespace, root: Path) -> int:
         options = Options(catalog=args.catalog or root / CATALOG, channels=args.channel or [root / "build_artifacts"],
                           with_channels=list(args.with_channel), names=list(args.names), work=work,
                           cache=args.cache or default_cache(), variant=args.variant, envs=_envs(args.env),
-                          pkgs=args.pkgs_dir)
+                          pkgs=args.pkgs_dir,
+                          compile_cache=compiles.choose(args.compile_cache, args.no_compile_cache))
         if matrix_mode:
             return _matrix(options, versions, args)
         rows, status = run_dependents(options)

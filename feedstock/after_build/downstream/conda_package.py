@@ -19,6 +19,7 @@ import time
 import zipfile
 from pathlib import Path
 
+from .. import compile_cache as compiles
 from .catalog import Dependent
 from .channel import TorchBuild
 from .environment import cuda_of
@@ -36,7 +37,22 @@ class BuildFailed(Exception):
         self.unsolvable = unsolvable
 
 
-def recipe_for(dependent: Dependent, build: TorchBuild, source: Path, test_files: list[Path]) -> dict:
+# ccache in front of the build environment's C and C++ compilers (compile_cache.py): a wrapper
+# of the compiler's own name in a folder of the build's, so torch's extension builder sees the
+# name it expects. CCACHE_BASEDIR: rattler-build's build folder (work/ and the prefixes below it)
+CCACHE_LINES = [
+    'wrapped="$SRC_DIR/../ccache-bin"; mkdir -p "$wrapped"',
+    'for name in CC CXX; do real="$(command -v "${!name:-}" || true)"; [ -n "$real" ] || continue; '
+    'printf \'#!/bin/sh\\nexec "%s" "%s" "$@"\\n\' "$FEEDSTOCK_CCACHE" "$real" > "$wrapped/${real##*/}"; '
+    'chmod +x "$wrapped/${real##*/}"; export "$name=$wrapped/${real##*/}"; done',
+    'export CCACHE_BASEDIR="$(cd "$SRC_DIR/.." && pwd)"',
+]
+
+
+def recipe_for(dependent: Dependent, build: TorchBuild, source: Path, test_files: list[Path],
+               compile_env: dict[str, str] | None = None) -> dict:
+    """The rattler-build recipe; with compile_env (compile_cache.environment plus FEEDSTOCK_CCACHE,
+    ccache's path), an sdist's compiles go through ccache."""
     tests: list[dict] = [{"python": {"imports": list(dependent.imports), "pip_check": False}}] if dependent.imports else []
     test_cmd = ("pytest -q -p no:cacheprovider " + ("--pyargs " + " ".join(dependent.test_pyargs)
                                                      if dependent.test_pyargs else " ".join(f.name for f in test_files)))
@@ -56,10 +72,10 @@ def recipe_for(dependent: Dependent, build: TorchBuild, source: Path, test_files
             # the torch x.y and the Python it was built for in the build string: a rebuild against
             # another torch is another file, never one a package cache could mistake for this one
             "build": {"number": 0, "string": string, "script": {
-                "env": {"MAX_JOBS": "2", **dependent.build_env},
+                "env": {"MAX_JOBS": "2", **dependent.build_env, **(compile_env or {})},
                 # setuptools builds an sdist's extensions one after another; an extra distutils
                 # config (DIST_EXTRA_CONFIG) lets it build MAX_JOBS of them at once
-                "content": ["printf '[build_ext]\\nparallel = %s\\n' \"$MAX_JOBS\" > \"$SRC_DIR/.parallel-build.cfg\"",
+                "content": [*(CCACHE_LINES if compile_env else []), "printf '[build_ext]\\nparallel = %s\\n' \"$MAX_JOBS\" > \"$SRC_DIR/.parallel-build.cfg\"",
                             'DIST_EXTRA_CONFIG="$SRC_DIR/.parallel-build.cfg" '
                             "python -m pip install . --no-deps --no-build-isolation -vv"]}},
             "requirements": {
@@ -147,9 +163,11 @@ def _to_cache(package: Path, entry: Path) -> None:
 
 def build_package(dependent: Dependent, build: TorchBuild, source: Path, test_files: list[Path],
                   channels: list[Path], work: Path, variant: Path | None,
-                  cache: Path | None = None) -> tuple[Path, float]:
+                  cache: Path | None = None, compile_cache: Path | None = None) -> tuple[Path, float]:
     """(the .conda file, seconds); BuildFailed with the first error line. With `cache`, a package
-    built before from the same inputs (cache_key) is taken from cache/packages/ instead."""
+    built before from the same inputs (cache_key) is taken from cache/packages/ instead. With
+    `compile_cache` (a folder), an sdist's compiles go through ccache, and one line says how many
+    came from it."""
     from rattler_build import Stage0Recipe, ToolConfiguration, VariantConfig
 
     folder = work / "recipe"
@@ -159,10 +177,20 @@ def build_package(dependent: Dependent, build: TorchBuild, source: Path, test_fi
     for test_file in test_files:
         shutil.copy2(test_file, folder / test_file.name)
     recipe = folder / "recipe.yaml"
-    recipe.write_text(json.dumps(recipe_for(dependent, build, source, test_files), indent=1))
+    plain = json.dumps(recipe_for(dependent, build, source, test_files), indent=1)
+    stats_log = work / "ccache-stats.log"
+    stats_log.unlink(missing_ok=True)
+    compile_env = None
+    if compile_cache is not None and dependent.kind == "conda-sdist":
+        # CCACHE_BASEDIR is set by the script: rattler-build's build folder
+        compile_env = {**compiles.environment(compile_cache, str(stats_log)),
+                       "FEEDSTOCK_CCACHE": compiles.ccache_on_path() or "ccache"}
+    recipe.write_text(json.dumps(recipe_for(dependent, build, source, test_files, compile_env), indent=1)
+                      if compile_env else plain)
     output_dir = work / "output"
     start = time.monotonic()
-    key = cache_key(recipe.read_text(), test_files, build, variant) if cache else ""
+    # the key of the recipe without the compile cache: using it or not makes the same package
+    key = cache_key(plain, test_files, build, variant) if cache else ""
     entry = cache / "packages" / key if key else None
     hits = sorted(entry.glob("*/*.conda")) if entry else []
     if hits:
@@ -191,6 +219,9 @@ def build_package(dependent: Dependent, build: TorchBuild, source: Path, test_fi
             os.environ.pop("CONDA_OVERRIDE_CUDA", None)
         elif cuda:
             os.environ["CONDA_OVERRIDE_CUDA"] = saved
+        if compile_env:
+            print(f"downstream: {dependent.name} against {build.describe()}: "
+                  f"{compiles.count_compiles(stats_log).line()} (ccache in {compile_cache})", file=sys.stderr, flush=True)
     packages = [Path(p) for result in results for p in result.packages]
     if not packages:
         raise BuildFailed("rattler-build built no package")

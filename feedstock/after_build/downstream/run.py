@@ -36,6 +36,7 @@ class Options:
     envs: dict[str, Path] = field(default_factory=dict)  # flavour -> an existing environment to use
     pkgs: Path | None = None  # rattler's package cache (default: work/pkgs, fresh per run)
     package_cache: bool = True  # reuse a dependent's package built before from the same inputs (cache/packages)
+    compile_cache: Path | None = None  # ccache's folder for the sdist builds (after_build/compile_cache.py)
 
 
 def error(message: str) -> None:
@@ -94,7 +95,8 @@ class Runner:
         test_files = [dependents_test_dir(self.options.catalog) / f for f in dependent.test_files]
         package, _ = conda_package.build_package(dependent, build, source, test_files, first_for(build, self.channels),
                                                  folder, self.options.variant,
-                                                 cache=self.options.cache if self.options.package_cache else None)
+                                                 cache=self.options.cache if self.options.package_cache else None,
+                                                 compile_cache=self.options.compile_cache)
         return package
 
     def package_env(self, dependent: Dependent, build: TorchBuild, package: Path, key: str) -> Path:

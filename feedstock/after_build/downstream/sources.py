@@ -10,17 +10,13 @@ from pathlib import Path
 from localbuild.source_tarball import sha256_of
 
 from ...errors import FeedstockError
+from ..user_cache import cache_root
 from .catalog import CATALOG, Source
 
 
 def default_cache() -> Path:
-    """$PYTORCH_FEEDSTOCK_CACHE, $XDG_CACHE_HOME/pytorch-feedstock or ~/.cache/pytorch-feedstock,
-    then downstream/ (as the NVIDIA packages' cache of the real-binary tests)."""
-    if os.environ.get("PYTORCH_FEEDSTOCK_CACHE"):
-        base = Path(os.environ["PYTORCH_FEEDSTOCK_CACHE"])
-    else:
-        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pytorch-feedstock"
-    return base / "downstream"
+    """downstream/ of the after-build cache root (user_cache.py)."""
+    return cache_root() / "downstream"
 
 
 def fetch(source: Source, cache: Path, catalog: Path = CATALOG) -> Path:

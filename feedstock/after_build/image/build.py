@@ -45,6 +45,7 @@ class Options:
     environment: Path | None = None   # an environment file: channels, dependencies, pip:
     pip_cert: Path | None = None
     wheel_cache: bool = True   # False: compile every build-stage package again
+    compile_cache: Path | None = None   # ccache's folder for the build stage's compiles
 
 
 @dataclass
@@ -185,7 +186,7 @@ def _build_in(tmp: Path, opts: Options, image: Definition, pips: PipPlan, access
                                   access, opts.host_pythons, epoch, say, use_cache=opts.wheel_cache,
                                   tools=toolset(image.flavour, records), channels=image.channels,
                                   cuda=opts.cuda if image.flavour == "gpu" else None,
-                                  pkgs=opts.pkgs_dir or work / "pkgs")
+                                  pkgs=opts.pkgs_dir or work / "pkgs", compile_cache=opts.compile_cache)
         say(f"image: pip install -r {image.pip_label} in the image ({opts.engine})")
         pip_out = work / "pip-out"
         pip_layer(rootfs, pips.options + [line.text for line in pips.runtime], image.pip_label,

@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 from ...errors import FeedstockError
+from .. import compile_cache as compiles
 from ..log_lines import first_error_line
 from .base import debian_base, runtime_packages
 from .build_tools import DEV_PREFIX, Toolset, install_dev
@@ -37,6 +38,7 @@ from .rootfs import cache_dir
 from .tools import run
 
 SCRIPT = Path(__file__).with_name("stage_script.py")
+STAGE_CCACHE = "/compile-cache"   # where the compile cache folder is mounted in the build stage
 TIMEOUT = 4 * 3600
 HEARTBEAT = 60.0   # seconds of silence before a "still building" line
 COMPILED = re.compile(r"\s-c\s+(\S+\.(?:cpp|cxx|cc|c|cu|hip))\b")
@@ -64,9 +66,10 @@ def context_key(prefixes: list[Path], base_name: str, options: list[str], epoch:
 def build_wheels(items: list[BuildItem], options: list[str], staging: Path, work: Path, engine: str,
                  find_links: Path | None, access: PipAccess, host_pythons: list[Path], epoch: int,
                  say, *, tools: Toolset, use_cache: bool = True, channels: list[str] = (),
-                 cuda: str | None = None, pkgs: Path | None = None) -> list[Path]:
+                 cuda: str | None = None, pkgs: Path | None = None, compile_cache: Path | None = None) -> list[Path]:
     """Build `items` into wheels against the environment in `staging` (or take them from the
-    wheel cache), with the flavour's `tools` (build_tools.toolset); returns the wheels."""
+    wheel cache), with the flavour's `tools` (build_tools.toolset); returns the wheels. With
+    `compile_cache` (a folder), the compiles go through the build base's ccache."""
     base = debian_base(host_pythons, (*runtime_packages(tools.flavour), *tools.debian), "build")
     root = work / "build-root"
     (root / "opt").mkdir(parents=True)
@@ -80,14 +83,15 @@ def build_wheels(items: list[BuildItem], options: list[str], staging: Path, work
         prefixes = [root / PREFIX.lstrip("/"), root / DEV_PREFIX.lstrip("/")]
         context = context_key(prefixes, base.path.name, options, epoch) if use_cache else None
         check_python(engine, root, "the build stage")
-        return _build(items, options, root, work, engine, find_links, access, epoch, say, context, tools)
+        return _build(items, options, root, work, engine, find_links, access, epoch, say, context, tools,
+                      compile_cache)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
 
 def _build(items: list[BuildItem], options: list[str], root: Path, work: Path, engine: str,
            find_links: Path | None, access: PipAccess, epoch: int, say, context: str | None,
-           tools: Toolset) -> list[Path]:
+           tools: Toolset, compile_cache: Path | None = None) -> list[Path]:
     stage, out = work / "stage", work / "build-out"
     stage.mkdir()
     out.mkdir()
@@ -103,12 +107,23 @@ def _build(items: list[BuildItem], options: list[str], root: Path, work: Path, e
         cache = wheel_cache()
         cache.mkdir(parents=True, exist_ok=True)
         mounts += ["-v", f"{cache}:/wheel-cache:rw"]
+    cached = []
+    if compile_cache is not None:
+        compile_cache.mkdir(parents=True, exist_ok=True)
+        mounts += ["-v", f"{compile_cache}:{STAGE_CCACHE}:rw"]
+        # the sources are unpacked below /build: paths there hash relative to it
+        variables = compiles.environment(STAGE_CCACHE, "/build/ccache-stats.log", base_dir="/build")
+        cached = [arg for name, value in sorted(variables.items()) for arg in ("-e", f"{name}={value}")]
     say(f"image: build stage: {len(items)} package(s) built against the image's torch"
         + ("" if context is not None else " (--no-wheel-cache: compiled again)"))
     command = command_in(engine, root, [f"{PREFIX}/bin/python", "/stage/build_wheels.py", "/stage/plan.json"],
                          mounts=mounts, network="none" if find_links is not None else "host",
-                         extra=[*access.podman_args(), *tools.engine_args(), "-e", f"SOURCE_DATE_EPOCH={epoch}"])
+                         extra=[*access.podman_args(), *tools.engine_args(), *cached, "-e", f"SOURCE_DATE_EPOCH={epoch}"])
     returncode, stdout, stderr = _follow(command, say)
+    if compile_cache is not None:
+        counted = compiles.count_compiles(out / "ccache-stats.log")
+        if counted.compiled:
+            say(f"image: build stage: {counted.line()} (ccache in {compile_cache})")
     if returncode != 0:
         raise FeedstockError(_failure(items, stdout, stderr), exit_code=1)
     return sorted((out / "wheels").glob("*.whl"))

@@ -1,7 +1,7 @@
 """What the build stage adds to the image's environment for its flavour: the compilers, and the
 CUDA or ROCm development files where the flavour needs them.
 
-- every flavour: Debian's g++, make, ninja and git in the build base;
+- every flavour: Debian's g++, make, ninja, git and ccache in the build base;
 - gpu: nvcc and the CUDA runtime's headers as conda packages (`cuda-nvcc`, `cuda-cudart-dev`,
   conda-forge's names) of the image's CUDA version, solved from the image's own channels into a
   prefix of their own, /opt/build-dev, which becomes CUDA_HOME. A prefix of its own: the image's
@@ -26,7 +26,7 @@ from ...errors import FeedstockError
 from . import environment
 
 DEV_PREFIX = "/opt/build-dev"
-COMPILERS = ("g++", "make", "ninja-build", "git")
+COMPILERS = ("g++", "make", "ninja-build", "git", "ccache")   # ccache: the compile cache (build_stage.py)
 ROCM_DEBIAN = ("hipcc", "libamdhip64-dev", "rocm-device-libs")
 CUDA_DEV = ("cuda-nvcc", "cuda-cudart-dev")
 PASSED = ("TORCH_CUDA_ARCH_LIST", "PYTORCH_ROCM_ARCH", "MAX_JOBS")

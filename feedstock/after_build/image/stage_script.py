@@ -23,6 +23,7 @@ from pathlib import Path
 
 BUILD = Path("/build")
 CACHE = Path("/wheel-cache")
+CCACHE_NAMES = "/usr/lib/ccache"
 SHOWN = ("PIP_CERT", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_TRUSTED_HOST", "PIP_PROXY")
 # per-requirement options pip wheel takes on its command line (--hash only checks the download)
 WHEEL_OPTIONS = ("--config-settings", "-C", "--global-option")
@@ -97,6 +98,9 @@ def store(key, built):
 
 def main():
     plan = json.loads(Path(sys.argv[1]).read_text())
+    if os.environ.get("CCACHE_DIR") and Path(CCACHE_NAMES).is_dir():
+        # Debian's ccache names itself gcc, g++, cc and c++ there: every compile goes through it
+        os.environ["PATH"] = f"{CCACHE_NAMES}:{os.environ['PATH']}"
     # names only, never values: an index URL may carry a password
     given = [name + (" (a readable file)" if name == "PIP_CERT" and os.access(os.environ[name], os.R_OK) else "")
              for name in SHOWN if os.environ.get(name)]

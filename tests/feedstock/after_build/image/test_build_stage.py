@@ -30,6 +30,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.compile_counts import build_stage_compiles
 from tests.support.image_rig import Image, Rig
 from tests.support.paths import REPO_ROOT
 from tests.support.scratch import module_scratch
@@ -159,6 +160,10 @@ def test_torch_scatter_compiled_in_the_build_stage_gives_torchs_results(stage, l
     assert result["scatter"] == "/opt/env/lib/python3.11/site-packages/torch_scatter/__init__.py"
     assert result["libtorch"] == ["/opt/env/lib/libtorch_cpu.so"], result  # the image's own torch
     assert "image: build stage: 1 package(s) built against the image's torch" in stage.e.info["stdout"]
+    # g++ ran for each translation unit, through the build base's ccache (a machine that compiled
+    # the same sources against the same torch before serves the objects from it)
+    [compiled] = build_stage_compiles(stage.e.info["stdout"])
+    assert compiled >= 4, stage.e.info["stdout"][-3000:]
 
 
 def test_pip_check_is_clean_and_the_runtime_image_has_no_compiler(stage, loaded):
@@ -189,6 +194,7 @@ def test_two_builds_of_the_environment_file_have_one_manifest_digest(stage):
     said = [line for line in stage.e_again.info["stdout"].splitlines() if "torch-scatter==2.1.2:" in line]
     assert said and "torch_scatter-2.1.2-" in said[0] and "from the wheel cache (" in said[0], said
     assert "image: build stage: building" not in stage.e_again.info["stdout"]   # nothing compiled again
+    assert build_stage_compiles(stage.e_again.info["stdout"]) == []
 
 
 def test_the_certificate_and_index_reach_pip_but_no_layer(stage):
