@@ -94,6 +94,13 @@ def _aliases(data: bytes) -> bytes:
     return data.rstrip(b"\n") + b"\n" + laughs
 
 
+def _wide_matrix(data: bytes) -> bytes:
+    # nine unused variant keys of nine plain values: 9^9 variants, rendering them ran forever
+    keys = b"".join(b"zz_wide_%d:\n" % key + b"".join(b"  - v%d\n" % value for value in range(9))
+                    for key in range(9))
+    return data.rstrip(b"\n") + b"\n" + keys
+
+
 CONTENT: dict[str, Callable[[bytes], bytes | None]] = {
     "non-utf8": _non_utf8,
     "bom": lambda data: b"\xef\xbb\xbf" + data,
@@ -106,6 +113,7 @@ CONTENT: dict[str, Callable[[bytes], bytes | None]] = {
     "duplicated-key": _duplicated_key,
     "deep": _deep,
     "aliases": _aliases,
+    "wide-matrix": _wide_matrix,
 }
 # what the file is rather than what it holds: a FIFO would block a reader forever, a device
 # (/dev/zero behind a symlink) feed it until memory runs out
@@ -121,13 +129,15 @@ ACCEPTED = {
 # lint's own business: a broken selector, or a job file that is not what rerender writes
 # (stale, whatever is wrong with it), is a finding (exit 1), not an error
 FINDINGS = {("feedstock lint", "recipe/conda_build_config.yaml", "unknown-selector"),
+            ("feedstock lint", "recipe/conda_build_config.yaml", "wide-matrix"),
             ("feedstock lint", f".ci_support/{CPU_CONFIG}.yaml", None),
             # against the corpus's stand-in source no patch applies: exit 1 is the answer
             ("feedstock patches check", None, None)}
 ALL_BREAKAGES = (*CONTENT, *SHAPE)
 YAML_BREAKAGES = ALL_BREAKAGES
 TEXT_BREAKAGES = tuple(b for b in ALL_BREAKAGES if b not in ("unknown-key", "duplicated-key",
-                                                             "unknown-selector", "truncated", "deep", "aliases"))
+                                                             "unknown-selector", "truncated", "deep", "aliases",
+                                                             "wide-matrix"))
 
 
 def break_file(path: Path, how: str) -> bool:
@@ -201,11 +211,11 @@ def all_cases() -> list[Case]:
         cbc: YAML_BREAKAGES, "conda-forge.yml": YAML_BREAKAGES, "ci-runners.yml": YAML_BREAKAGES,
         "pinning.yaml": YAML_BREAKAGES, meta: YAML_BREAKAGES})
     cases += _files("feedstock rerender --check", ("rerender", "--check"), {
-        cbc: ("non-utf8", "unknown-selector", "folder"), "conda-forge.yml": ("non-utf8", "unknown-key")})
+        cbc: ("non-utf8", "unknown-selector", "folder", "wide-matrix"), "conda-forge.yml": ("non-utf8", "unknown-key")})
     cases += _files("feedstock render", ("render", CPU_CONFIG), {job: YAML_BREAKAGES, meta: YAML_BREAKAGES})
     cases += _files("feedstock lint", ("lint",), {
         "recipe/dependents.yaml": ("non-utf8", "empty", "truncated", "binary", "folder"),
-        cbc: ("non-utf8", "binary", "folder", "symlink-loop", "unknown-selector"),
+        cbc: ("non-utf8", "binary", "folder", "symlink-loop", "unknown-selector", "wide-matrix"),
         "conda-forge.yml": ("non-utf8", "unknown-key", "truncated"),
         job: ("non-utf8", "empty", "folder")})
     cases += _files("feedstock parity", ("parity",), {
@@ -266,6 +276,8 @@ def all_cases() -> list[Case]:
         ("downstream", "--compare", "2.13.0", "--channel", "{work}/onetorch"),
         ("downstream", "--summary", "{work}/s.md", "--channel", "{work}/onetorch"),
         ("downstream", "--matrix", "--summary", "{work}/source", "--channel", "{work}/onetorch"),
+        ("downstream", "--compile-cache", "{work}/requirements.txt", "--channel", "{work}/onetorch"),
+        ("downstream", "--compile-cache", "{work}/cc", "--no-compile-cache", "--channel", "{work}/onetorch"),
         (*image[:-2], "--output", "{work}/image-out", "--flavour", "cpu"),
         ("image", "--channel", "{work}/channel", "--flavour", "purple", "--python", "3.12", "--output", "{work}/o"),
         ("image", "--channel", "{work}/channel", "--flavour", "cpu", "--python", "2.7", "--output", "{work}/o"),
@@ -281,6 +293,8 @@ def all_cases() -> list[Case]:
         (*envfile, "--pip-cert", "{work}/nowhere.pem"), (*envfile, "--pip-cert", "{work}/requirements.txt"),
         (*envfile, "--find-links", "{work}/nowhere"),
         (*image, "--requirements", "{work}/requirements.txt", "--pip-cert", "{work}/catalog.yaml"),
+        (*image, "--compile-cache", "{work}/requirements.txt"),
+        (*envfile, "--compile-cache", "{work}/cc", "--no-compile-cache"),
         ("frobnicate",), ("lint", "--frobnicate"),
     ], feedstock=True)
     # --min-free-gb 0: the dry run's disk verdict follows the free space, which other work changes

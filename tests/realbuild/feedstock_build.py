@@ -15,6 +15,7 @@ import os
 import re
 import shutil
 import tarfile
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -169,8 +170,13 @@ def build_feedstock(recipe: Path, variant_file: Path, channel: Path, output_dir:
     check_channel(recipe, variant_file, channel, extra_channels)
     channels = [channel, *extra_channels]
     before = {p for p in output_dir.glob("*/*.conda")} if output_dir.exists() else set()
-    saved = {k: os.environ.get(k) for k in (environ or {})}
-    os.environ.update(environ or {})  # recipe.yaml reads the developer overrides with env.get
+    # the outputs' tests (PyTorch's own test files) may run inductor, which keeps its precompiled
+    # headers under tempfile's folder whatever its cache dir: a short folder of this build's, gone
+    # after it (CI's /tmp is shared and left as found; short: the tests make sockets there)
+    scratch = tempfile.mkdtemp(prefix="feedstock-rb-")
+    environ = {**(environ or {}), "TMPDIR": scratch}
+    saved = {k: os.environ.get(k) for k in environ}
+    os.environ.update(environ)  # recipe.yaml reads the developer overrides with env.get
     start = time.monotonic()
     try:
         import warnings
@@ -192,6 +198,7 @@ def build_feedstock(recipe: Path, variant_file: Path, channel: Path, output_dir:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+        shutil.rmtree(scratch, ignore_errors=True)
     seconds = time.monotonic() - start
     packages = sorted(p for p in output_dir.glob("*/*.conda") if p not in before)
     return FeedstockBuild(output_dir=output_dir, packages=packages, seconds=seconds)

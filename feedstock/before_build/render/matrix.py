@@ -2,14 +2,19 @@
 from __future__ import annotations
 
 from itertools import product
+from math import prod
 from typing import Any
 
+from ...errors import FeedstockError
 from .variant_config import Spec, zip_groups
 
 Variant = dict[str, Any]
 
 # keys that are carried into every variant as they are, never expanded
 PASSTHRU_KEYS = {"replacements", "extend_keys", "zip_keys"}
+# Every combination is rendered (about 10 ms each): the feedstock's largest platform has 96.
+# Nine keys of nine values would be 387 million, a hang; this many is seconds of rendering.
+MAX_VARIANTS = 2048
 
 
 def passthru_keys(spec: Spec) -> set[str]:
@@ -32,6 +37,7 @@ def explode(spec: Spec) -> list[Variant]:
     for group in groups:
         columns = [spec[k] if isinstance(spec[k], list) else [spec[k]] for k in group]
         axes.append((group, list(zip(*columns))))
+    check_size(axes)
     variants = []
     for choice in product(*(values for _, values in axes)):
         variant: Variant = dict(carried)
@@ -39,6 +45,18 @@ def explode(spec: Spec) -> list[Variant]:
             variant.update(zip(keys, values))
         variants.append(variant)
     return variants
+
+
+def check_size(axes: list[tuple[tuple[str, ...], list[tuple]]]) -> None:
+    """Refuse a matrix over MAX_VARIANTS before making it, naming the keys that make it big."""
+    size = prod(len(values) for _, values in axes)
+    if size <= MAX_VARIANTS:
+        return
+    widest = sorted((axis for axis in axes if len(axis[1]) > 1), key=lambda axis: -len(axis[1]))
+    named = " x ".join(f"{'/'.join(keys)} ({len(values)} values)" for keys, values in widest[:6])
+    more = f" x {len(widest) - 6} more keys" if len(widest) > 6 else ""
+    raise FeedstockError(f"the variant matrix would have {size:,} combinations (the limit is {MAX_VARIANTS:,}), "
+                         f"from {named}{more}; remove values, or zip keys that change together (zip_keys)")
 
 
 def loop_keys(variants: list[Variant], subset: set[str] | None = None) -> set[str]:

@@ -235,3 +235,45 @@ def test_shell_script_sees_the_first_dollar_of_each_line_only(tmp_path):
     script = tmp_path / "build.sh"
     script.write_text('echo "${blas_impl}" $megabuild\n  $python -m x\n')
     assert used_in_shell_script(("blas_impl", "megabuild", "python"), script) == {"blas_impl", "python"}
+
+
+def test_a_matrix_over_the_limit_is_refused_before_it_is_made():
+    from feedstock.before_build.render.matrix import MAX_VARIANTS
+
+    assert len(explode({"a": list(range(MAX_VARIANTS))})) == MAX_VARIANTS
+    with pytest.raises(FeedstockError) as err:
+        explode({key: [str(v) for v in range(9)] for key in "abcdefghi"} | {"python": ["3.11"]})
+    assert str(err.value) == (
+        "the variant matrix would have 387,420,489 combinations (the limit is 2,048), from a (9 values) x "
+        "b (9 values) x c (9 values) x d (9 values) x e (9 values) x f (9 values) x 3 more keys; remove "
+        "values, or zip keys that change together (zip_keys)")
+    # zipped keys are one axis
+    assert len(explode({"a": list(range(2000)), "b": list(range(2000)), "zip_keys": [["a", "b"]]})) == 2000
+
+
+@pytest.mark.parametrize("command", [("rerender", "--check"), ("lint",)])
+def test_nine_unused_keys_of_nine_values_are_one_line_in_seconds(feedstock_copy, command):
+    """Issue 35: 81 plain lines made rerender --check and lint run forever (9^9 variants)."""
+    import time
+
+    from tests.support.feedstock_cli import run_feedstock_cli
+
+    config = feedstock_copy / "recipe" / "conda_build_config.yaml"
+    before = config.read_text()
+    config.write_text(before + "".join(f"unused_{k}:\n" + "".join(f"  - v{v}\n" for v in range(9))
+                                       for k in range(9)))
+    tree = {p: p.read_bytes() for p in feedstock_copy.rglob("*") if p.is_file()}
+    started = time.monotonic()
+    proc = run_feedstock_cli(*command, root=feedstock_copy)
+    assert time.monotonic() - started < 60
+    if command == ("lint",):   # lint reports what it could not render as a finding
+        assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+        [line] = [line for line in proc.stdout.splitlines() if "combinations" in line]
+    else:
+        assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+        [line] = proc.stderr.strip().splitlines()
+        assert line.startswith("error: ")
+    # the feedstock's own keys multiply it further
+    assert " combinations (the limit is 2,048), from unused_" in line, line
+    assert "unused_0 (9 values)" in line
+    assert {p: p.read_bytes() for p in feedstock_copy.rglob("*") if p.is_file()} == tree
