@@ -294,6 +294,7 @@ def all_cases() -> list[Case]:
         (*envfile, "--find-links", "{work}/nowhere"),
         (*image, "--requirements", "{work}/requirements.txt", "--pip-cert", "{work}/catalog.yaml"),
         (*image, "--compile-cache", "{work}/requirements.txt"),
+        (*image, "--wheel-cache", "{work}/requirements.txt"), (*envfile, "--wheel-cache", "{work}/wc", "--no-wheel-cache"),
         (*envfile, "--compile-cache", "{work}/cc", "--no-compile-cache"),
         ("frobnicate",), ("lint", "--frobnicate"),
     ], feedstock=True)

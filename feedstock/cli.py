@@ -111,11 +111,22 @@ def _add_image_parser(sub: argparse._SubParsersAction) -> None:
                        help="compile the build stage's packages again instead of taking their wheels from "
                             "the cache (~/.cache/pytorch-feedstock/stand-in-image/build-stage-wheels, or "
                             "FEEDSTOCK_IMAGE_CACHE/build-stage-wheels)")
+    image.add_argument("--wheel-cache", dest="wheel_cache_dir", type=Path, metavar="DIR",
+                       help="where the build stage keeps the wheels it built (default: "
+                            "~/.cache/pytorch-feedstock/stand-in-image/build-stage-wheels)")
     image.add_argument("--compile-cache", type=Path, metavar="DIR",
                        help="ccache's folder for the build stage's compiles, mounted into it (default: "
                             "~/.cache/pytorch-feedstock/ccache): a package compiled again against the same "
                             "torch compiles from it")
     image.add_argument("--no-compile-cache", action="store_true", help="compile the build stage without ccache")
+
+
+def _wheel_cache_dir(args: argparse.Namespace) -> Path | None:
+    if args.wheel_cache_dir is not None and not args.wheel_cache:
+        raise FeedstockError(f"--wheel-cache {args.wheel_cache_dir} and --no-wheel-cache contradict each other; give one")
+    if args.wheel_cache_dir is not None and args.wheel_cache_dir.exists() and not args.wheel_cache_dir.is_dir():
+        raise FeedstockError(f"--wheel-cache {args.wheel_cache_dir}: not a folder; give a folder for the built wheels")
+    return args.wheel_cache_dir
 
 
 def _cmd_image(args: argparse.Namespace) -> int:
@@ -127,7 +138,7 @@ def _cmd_image(args: argparse.Namespace) -> int:
                            requirements=args.requirements, base=args.base, host_pythons=args.host_python,
                            find_links=args.find_links, engine=args.engine, name=args.name, cuda=args.cuda,
                            pkgs_dir=args.pkgs_dir, environment=args.environment, pip_cert=args.pip_cert,
-                           wheel_cache=args.wheel_cache,
+                           wheel_cache=args.wheel_cache, wheel_cache_dir=_wheel_cache_dir(args),
                            compile_cache=compiles.choose(args.compile_cache, args.no_compile_cache,
                                                          host_ccache=False)),
                    say=lambda line: print(line, flush=True))  # progress reaches a log as it happens

@@ -124,6 +124,7 @@ def realbuild_toolchain(tmp_path_factory: pytest.TempPathFactory, cpythons: dict
     pytest.importorskip("rattler", reason="py-rattler (requirements-dev.txt) is not installed")
     from tests.realbuild.feedstock_build import copy_recipe, prepare_project_source
     from tests.realbuild.session import machine_ready, machine_variant, patchelf_on_path
+    from tests.support.machine_cache import cached_build, toolchain_key
     from tests.support.shared_fixture import build_once
     from tests.support.toolchain import ToolchainUnavailable, build_toolchain_channel
 
@@ -137,8 +138,11 @@ def realbuild_toolchain(tmp_path_factory: pytest.TempPathFactory, cpythons: dict
             recipe = copy_recipe(work / "recipe", prepare_project_source(work / "source", "scikit-build-core"))
             cpu_variant = machine_variant(CPU_GENERIC_JOB, REALBUILD_PYTHONS, versions,
                                           work / "variants" / f"{CPU_GENERIC_JOB}.yaml")
-            toolchain = build_toolchain_channel(work / "toolchain", {v: cpythons[v] for v in REALBUILD_PYTHONS},
-                                                recipe, [cpu_variant])
+            pythons = {v: cpythons[v] for v in REALBUILD_PYTHONS}
+            # the channel once per machine: what it is made of is the recipe's requirements, the
+            # pins and this machine's tools and interpreters
+            toolchain = cached_build("toolchain", toolchain_key(versions, pythons),
+                                     lambda entry: build_toolchain_channel(entry, pythons, recipe, [cpu_variant]))
         except ToolchainUnavailable as err:
             pytest.skip(str(err))
         return {"work": work, "toolchain": toolchain, "recipe": recipe, "versions": versions,

@@ -14,6 +14,9 @@ Each raises ToolchainUnavailable where this machine lacks something (the fixture
 """
 from __future__ import annotations
 
+import hashlib
+import json
+import shutil
 from pathlib import Path
 
 from tests.realbuild.cuda import cuda_job, nvcc_major_minor
@@ -40,56 +43,112 @@ class WrongNvcc(Exception):
     """This machine's nvcc is not the CUDA version of the wheel (the fixture skips)."""
 
 
-def cpu_wheel_packages(toolchain_session: dict, torch_wheel: Path, cmakecache_dir: Path) -> dict:
-    """Build and install; keys: work, feedstock, recipe, build, prefix, python, log, channels."""
-    work = wheel_work_dir(toolchain_session["work"] / "wheel", torch_wheel, DISK_COPIES)
+def package_inputs_key(toolchain_session: dict, wheel: Path, cmakecache_dir: Path, *extra: str) -> str:
+    """What the packages of a wheel are made of: the wheel, the toolchain channel (its own key is
+    in its folder's name), the recipe, the bump that moves a feedstock copy to the wheel's
+    release, the wheel front end and this harness, the CMake caches, the job files."""
+    from tests.support.machine_cache import inputs_key
+    from tests.support.paths import REPO_ROOT
+
+    support, realbuild = REPO_ROOT / "tests" / "support", REPO_ROOT / "tests" / "realbuild"
+    harness = [f for f in realbuild.glob("*.py") if not f.name.startswith("test_")]
     toolchain = toolchain_session["toolchain"]
-    variant = toolchain_session["variant"]((WHEEL_PYTHON,), work / "variants" / "cpu-py311.yaml")
-    feedstock, source = bumped_feedstock(work, torch_wheel, TORCH_WHEEL_VERSION)
-    recipe = copy_recipe(work / "recipe", source, recipe_dir=feedstock / "recipe")
-    override = write_frontend_override(work / "wheel_frontend_override.py", torch_wheel,
-                                       cmakecache_dir, recipe_patches(feedstock / "recipe" / "meta.yaml"))
-    build = build_feedstock(recipe, variant, toolchain.channel, work / "build_artifacts",
-                            test="native", environ={"MEGABUILD_FRONTEND": str(override)})
+    return inputs_key([REPO_ROOT / "recipe", REPO_ROOT / "feedstock" / "before_build", *REPO_ROOT.glob("feedstock/*.py"),
+                       REPO_ROOT / ".ci_support", REPO_ROOT / "pinning.yaml", REPO_ROOT / "conda-forge.yml",
+                       *harness, support / "real_wheel", support / "megabuild_project", support / "feedstock_copy.py",
+                       support / "feedstock_cli.py", support / "megabuild_harness.py", support / "nvidia_wheels.py",
+                       cmakecache_dir],
+                      f"{wheel.name}:{wheel.stat().st_size}:{_sha256(wheel)}", str(toolchain.channel),
+                      *toolchain.packages, json.dumps(toolchain_session["versions"], sort_keys=True), *extra)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while block := f.read(1 << 22):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _keep_packages_only(output_dir: Path) -> None:
+    """What a machine's entry keeps of a rattler-build output folder: the indexed packages and
+    the log. Its staging cache (GBs of an unpacked wheel) and work folders go."""
+    for name in ("build_cache", "bld", "src_cache", "test"):
+        shutil.rmtree(output_dir / name, ignore_errors=True)
+
+
+def cpu_wheel_packages(toolchain_session: dict, torch_wheel: Path, cmakecache_dir: Path) -> dict:
+    """Build (once per machine and inputs: tests/support/machine_cache.py) and install (in this
+    run's folder); keys: work, build_work, feedstock, recipe, build, prefix, python, log, channels."""
+    from tests.support.machine_cache import cached_build
+
+    toolchain = toolchain_session["toolchain"]
+    variant = toolchain_session["variant"]((WHEEL_PYTHON,), toolchain_session["work"] / "variants" / "cpu-py311.yaml")
+
+    def build_packages(entry: Path) -> dict:
+        work = wheel_work_dir(entry / "wheel", torch_wheel, DISK_COPIES)
+        feedstock, source = bumped_feedstock(work, torch_wheel, TORCH_WHEEL_VERSION)
+        recipe = copy_recipe(work / "recipe", source, recipe_dir=feedstock / "recipe")
+        override = write_frontend_override(work / "wheel_frontend_override.py", torch_wheel,
+                                           cmakecache_dir, recipe_patches(feedstock / "recipe" / "meta.yaml"))
+        build = build_feedstock(recipe, variant, toolchain.channel, work / "build_artifacts",
+                                test="native", environ={"MEGABUILD_FRONTEND": str(override)})
+        _keep_packages_only(build.output_dir)
+        return {"build_work": work, "feedstock": feedstock, "recipe": recipe, "build": build}
+
+    key = package_inputs_key(toolchain_session, torch_wheel, cmakecache_dir, variant.read_text())
+    built = cached_build("cpu-wheel-packages", key, build_packages)
+    work = toolchain_session["work"] / "wheel"
     prefix = work / "elsewhere" / "env"
-    install_from_channel(build.output_dir, ["pytorch-cpu", f"python {WHEEL_PYTHON}.*", "pip"], prefix,
+    install_from_channel(built["build"].output_dir, ["pytorch-cpu", f"python {WHEEL_PYTHON}.*", "pip"], prefix,
                          extra_channels=[toolchain.channel], cache=work / "pkgs")
-    return {"work": work, "feedstock": feedstock, "recipe": recipe, "build": build, "prefix": prefix,
-            "python": prefix / "bin" / "python",
-            "log": (build.output_dir / "rattler-build-log.txt"), "toolchain": toolchain,
-            "channels": [build.output_dir, toolchain.channel]}
+    return {**built, "work": work, "prefix": prefix, "python": prefix / "bin" / "python",
+            "log": (built["build"].output_dir / "rattler-build-log.txt"), "toolchain": toolchain,
+            "channels": [built["build"].output_dir, toolchain.channel]}
 
 
 def cuda_wheel_packages(toolchain_session: dict, cuda_torch_wheel: Path, cmakecache_dir: Path) -> dict:
-    """Build and install; keys: work, feedstock, recipe, variant, toolchain, nvidia, extras,
-    build, prefix, records, python, channels, activations, wheel."""
+    """Build (once per machine and inputs) and install (in this run's folder); keys: work,
+    build_work, feedstock, recipe, variant, toolchain, nvidia, extras, build, prefix, records,
+    python, channels, activations, wheel."""
+    from tests.support.machine_cache import cached_build
+
     versions = toolchain_session["versions"]
-    work = wheel_work_dir(toolchain_session["work"] / "cuda-wheel", cuda_torch_wheel, DISK_COPIES)
     if nvcc_major_minor(versions) != CUDA:
         raise WrongNvcc(f"the downstream CUDA builds need nvcc {CUDA}, this machine has {versions['nvcc']}")
-    feedstock, source = bumped_feedstock(work, cuda_torch_wheel, CUDA_VERSION)
-    recipe = copy_recipe(work / "recipe", source, recipe_dir=feedstock / "recipe")
-    add_wheel_only_libraries(recipe)
-    variant = magma_only_variant(toolchain_session["variant"](
-        (WHEEL_PYTHON,), work / "variants" / "cuda130-py311.yaml", job=cuda_job(CUDA)))
     toolchain = toolchain_session["toolchain"]
-    nvidia = work / "nvidia-channel"
-    nvidia_channel(nvidia, work / "nvidia-work")
-    extras, activations = extras_channel(recipe, variant, [toolchain.channel, nvidia], versions,
-                                         work / "extras-channel")
-    override = write_frontend_override(work / "wheel_frontend_override.py", cuda_torch_wheel,
-                                       cmakecache_dir, recipe_patches(feedstock / "recipe" / "meta.yaml"))
-    channels = [toolchain.channel, nvidia, extras]
-    build = build_feedstock(recipe, variant, toolchain.channel, work / "build_artifacts", test="native",
-                            environ={"MEGABUILD_FRONTEND": str(override), "CONDA_OVERRIDE_CUDA": CUDA},
-                            extra_channels=(nvidia, extras))
+    variant = magma_only_variant(toolchain_session["variant"](
+        (WHEEL_PYTHON,), toolchain_session["work"] / "variants" / "cuda130-py311.yaml", job=cuda_job(CUDA)))
+
+    def build_packages(entry: Path) -> dict:
+        work = wheel_work_dir(entry / "cuda-wheel", cuda_torch_wheel, DISK_COPIES)
+        feedstock, source = bumped_feedstock(work, cuda_torch_wheel, CUDA_VERSION)
+        recipe = copy_recipe(work / "recipe", source, recipe_dir=feedstock / "recipe")
+        add_wheel_only_libraries(recipe)
+        nvidia = work / "nvidia-channel"
+        nvidia_channel(nvidia, work / "nvidia-work")
+        shutil.rmtree(work / "nvidia-work", ignore_errors=True)   # the wheels, unpacked: the channel has them
+        extras, activations = extras_channel(recipe, variant, [toolchain.channel, nvidia], versions,
+                                             work / "extras-channel")
+        override = write_frontend_override(work / "wheel_frontend_override.py", cuda_torch_wheel,
+                                           cmakecache_dir, recipe_patches(feedstock / "recipe" / "meta.yaml"))
+        build = build_feedstock(recipe, variant, toolchain.channel, work / "build_artifacts", test="native",
+                                environ={"MEGABUILD_FRONTEND": str(override), "CONDA_OVERRIDE_CUDA": CUDA},
+                                extra_channels=(nvidia, extras))
+        _keep_packages_only(build.output_dir)
+        return {"build_work": work, "feedstock": feedstock, "recipe": recipe, "nvidia": nvidia, "extras": extras,
+                "activations": activations, "build": build}
+
+    key = package_inputs_key(toolchain_session, cuda_torch_wheel, cmakecache_dir, variant.read_text(), CUDA)
+    built = cached_build("cuda-wheel-packages", key, build_packages)
+    channels = [toolchain.channel, built["nvidia"], built["extras"]]
+    work = toolchain_session["work"] / "cuda-wheel"
     prefix = work / "elsewhere" / "env"
     # cuda-nvrtc-dev: downstream CUDA builds link libnvrtc.so (torch's CMake config asks for it), as
     # the recipe's own test requirements say; conda-forge users install it the same way
-    records = install_from_channel(build.output_dir, ["pytorch-gpu", f"python {WHEEL_PYTHON}.*", "pip",
-                                                      "cuda-nvrtc-dev"], prefix,
+    records = install_from_channel(built["build"].output_dir, ["pytorch-gpu", f"python {WHEEL_PYTHON}.*", "pip",
+                                                               "cuda-nvrtc-dev"], prefix,
                                    cuda=CUDA, cache=work / "pkgs", extra_channels=channels)
-    return {"work": work, "feedstock": feedstock, "recipe": recipe, "variant": variant, "toolchain": toolchain,
-            "nvidia": nvidia, "extras": extras, "build": build, "prefix": prefix, "records": records,
-            "python": prefix / "bin" / "python", "channels": [build.output_dir, *channels],
-            "activations": activations, "wheel": cuda_torch_wheel}
+    return {**built, "work": work, "variant": variant, "toolchain": toolchain, "prefix": prefix, "records": records,
+            "python": prefix / "bin" / "python", "channels": [built["build"].output_dir, *channels],
+            "wheel": cuda_torch_wheel}

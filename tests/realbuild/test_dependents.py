@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.realbuild.downstream_cache import run_downstream_cache
 from tests.support.compile_counts import downstream_compiles
 from tests.support.paths import REPO_ROOT
 from tests.support.scratch import module_scratch
@@ -37,7 +38,8 @@ pytestmark = [pytest.mark.compile, pytest.mark.packages, pytest.mark.download]
 
 
 def downstream(work: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict[str, dict]]:
-    """The command as a user runs it; (process, rows by name from its --json file)."""
+    """The command as a user runs it; (process, rows by name from its --json file). Give it
+    --cache run_downstream_cache(...) unless the test has a cache of its own."""
     work.mkdir(parents=True, exist_ok=True)
     report = work / "rows.json"
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
@@ -59,7 +61,8 @@ def cpu_run(request: pytest.FixtureRequest, wheelbuild: dict, realbuild_toolchai
     work = module_scratch(request, tmp_path_factory, "downstream-cpu")
     variant = realbuild_toolchain["variant"]((WHEEL_PYTHON,), work / "cpu-py311.yaml")
     proc, rows = downstream(work, "torch-scatter", "einops", "--channel", str(wheelbuild["build"].output_dir),
-                            "--with-channel", str(realbuild_toolchain["toolchain"].channel), "--variant", str(variant))
+                            "--with-channel", str(realbuild_toolchain["toolchain"].channel), "--variant", str(variant),
+                            "--cache", str(run_downstream_cache(tmp_path_factory)))
     return {"proc": proc, "rows": rows, "work": work / "work"}
 
 
@@ -68,7 +71,7 @@ def gpu_run(request: pytest.FixtureRequest, cudawheel: dict, tmp_path_factory: p
     work = module_scratch(request, tmp_path_factory, "downstream-gpu")
     extra = [arg for channel in cudawheel["channels"][1:] for arg in ("--with-channel", str(channel))]
     proc, rows = downstream(work, "torchvision", "--channel", str(cudawheel["build"].output_dir), *extra,
-                            "--env", f"gpu={cudawheel['prefix']}")
+                            "--env", f"gpu={cudawheel['prefix']}", "--cache", str(run_downstream_cache(tmp_path_factory)))
     return {"proc": proc, "rows": rows, "prefix": cudawheel["prefix"], "python": cudawheel["python"]}
 
 
@@ -168,7 +171,8 @@ def test_a_dependent_whose_build_fails_is_a_failed_row_with_its_first_error(whee
     assert f"  broken-ext: {row['note']}" in proc.stdout
 
 
-def test_a_wheel_wanting_another_torch_is_refused_and_the_prefix_untouched(gpu_run, cudawheel, tmp_path):
+def test_a_wheel_wanting_another_torch_is_refused_and_the_prefix_untouched(gpu_run, cudawheel, tmp_path,
+                                                                             tmp_path_factory):
     """torchvision 0.28.0 pins torch==2.13.0: pip would put a second torch over ours. The plan
     is read first, nothing is installed, the row fails with what pip wanted."""
     (tmp_path / "dependents").mkdir()
@@ -181,7 +185,8 @@ def test_a_wheel_wanting_another_torch_is_refused_and_the_prefix_untouched(gpu_r
     before = sorted(p.name for p in site.iterdir())
     extra = [arg for channel in cudawheel["channels"][1:] for arg in ("--with-channel", str(channel))]
     proc, rows = downstream(tmp_path / "run", "--catalog", str(catalog), "--channel", str(cudawheel["build"].output_dir),
-                            *extra, "--env", f"gpu={gpu_run['prefix']}")
+                            *extra, "--env", f"gpu={gpu_run['prefix']}",
+                            "--cache", str(run_downstream_cache(tmp_path_factory)))
     assert proc.returncode == 1
     row = rows["torchvision"]
     assert row["result"] == "failed" and row["note"].startswith("pip would install torch 2.13.0"), row

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.realbuild.downstream_cache import run_downstream_cache
 from tests.support.compile_counts import downstream_compiles
 from tests.support.paths import REPO_ROOT
 from tests.support.scratch import module_scratch
@@ -53,6 +54,8 @@ def matrix(request: pytest.FixtureRequest, wheelbuild: dict, cudawheel: dict, re
          *extra, "--variant", str(variant), "--env", f"gpu={cudawheel['prefix']}",
          # the NVIDIA packages are unpacked there already (same session, same files)
          "--pkgs-dir", str(cudawheel["work"] / "pkgs"),
+         # the run's cache: torch-scatter's 2.13.0 package test_dependents.py built, when it ran first
+         "--cache", str(run_downstream_cache(tmp_path_factory)),
          "--work", str(work / "work"), "--json", str(work / "matrix.json"), "--summary", str(summary)],
         cwd=REPO_ROOT, capture_output=True, text=True, env=env, timeout=3600)
     data = json.loads((work / "matrix.json").read_text()) if (work / "matrix.json").is_file() else {}

@@ -18,6 +18,8 @@ from typing import Callable, TypeVar
 
 import pytest
 
+from tests.support.machine_cache import cached_build
+
 T = TypeVar("T")
 
 
@@ -27,8 +29,11 @@ def shared_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
 
 
-def build_once(tmp_path_factory: pytest.TempPathFactory, name: str, build: Callable[[Path], T]) -> T:
-    """build(folder) in the first worker that asks; the pickled result in every other."""
+def build_once(tmp_path_factory: pytest.TempPathFactory, name: str, build: Callable[[Path], T],
+               machine_key: str | None = None) -> T:
+    """build(folder) in the first worker that asks; the pickled result in every other. With
+    `machine_key` (machine_cache.inputs_key), the folder is the machine's entry for that key, and a
+    run that finds it complete loads it instead of building (tests/support/machine_cache.py)."""
     root = shared_root(tmp_path_factory)
     folder = root / f"shared-{name}"
     result, skipped, failed = folder / "result.pickle", folder / "skipped.txt", folder / "failed.txt"
@@ -45,7 +50,7 @@ def build_once(tmp_path_factory: pytest.TempPathFactory, name: str, build: Calla
         folder.mkdir(exist_ok=True)
         started = time.monotonic()
         try:
-            value = build(folder)
+            value = cached_build(name, machine_key, build) if machine_key else build(folder)
         except pytest.skip.Exception as err:
             skipped.write_text(str(err.msg) if hasattr(err, "msg") else str(err))
             raise
@@ -55,7 +60,7 @@ def build_once(tmp_path_factory: pytest.TempPathFactory, name: str, build: Calla
         partial = folder / "result.pickle.partial"
         partial.write_bytes(pickle.dumps(value))
         partial.replace(result)
-        _timeline(name, time.monotonic() - started)
+        _timeline(name + (f" (machine cache {machine_key})" if machine_key else ""), time.monotonic() - started)
         return value
 
 

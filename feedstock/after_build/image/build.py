@@ -45,6 +45,7 @@ class Options:
     environment: Path | None = None   # an environment file: channels, dependencies, pip:
     pip_cert: Path | None = None
     wheel_cache: bool = True   # False: compile every build-stage package again
+    wheel_cache_dir: Path | None = None   # where the wheels are kept (default: build_stage.wheel_cache())
     compile_cache: Path | None = None   # ccache's folder for the build stage's compiles
 
 
@@ -184,6 +185,7 @@ def _build_in(tmp: Path, opts: Options, image: Definition, pips: PipPlan, access
         if pips.build:
             wheels = build_wheels(pips.build, pips.options, env.staging, work, opts.engine, opts.find_links,
                                   access, opts.host_pythons, epoch, say, use_cache=opts.wheel_cache,
+                                  wheel_cache_dir=opts.wheel_cache_dir,
                                   tools=toolset(image.flavour, records), channels=image.channels,
                                   cuda=opts.cuda if image.flavour == "gpu" else None,
                                   pkgs=opts.pkgs_dir or work / "pkgs", compile_cache=opts.compile_cache)

@@ -66,7 +66,8 @@ def context_key(prefixes: list[Path], base_name: str, options: list[str], epoch:
 def build_wheels(items: list[BuildItem], options: list[str], staging: Path, work: Path, engine: str,
                  find_links: Path | None, access: PipAccess, host_pythons: list[Path], epoch: int,
                  say, *, tools: Toolset, use_cache: bool = True, channels: list[str] = (),
-                 cuda: str | None = None, pkgs: Path | None = None, compile_cache: Path | None = None) -> list[Path]:
+                 cuda: str | None = None, pkgs: Path | None = None, compile_cache: Path | None = None,
+                 wheel_cache_dir: Path | None = None) -> list[Path]:
     """Build `items` into wheels against the environment in `staging` (or take them from the
     wheel cache), with the flavour's `tools` (build_tools.toolset); returns the wheels. With
     `compile_cache` (a folder), the compiles go through the build base's ccache."""
@@ -84,14 +85,14 @@ def build_wheels(items: list[BuildItem], options: list[str], staging: Path, work
         context = context_key(prefixes, base.path.name, options, epoch) if use_cache else None
         check_python(engine, root, "the build stage")
         return _build(items, options, root, work, engine, find_links, access, epoch, say, context, tools,
-                      compile_cache)
+                      compile_cache, wheel_cache_dir)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
 
 def _build(items: list[BuildItem], options: list[str], root: Path, work: Path, engine: str,
            find_links: Path | None, access: PipAccess, epoch: int, say, context: str | None,
-           tools: Toolset, compile_cache: Path | None = None) -> list[Path]:
+           tools: Toolset, compile_cache: Path | None = None, wheel_cache_dir: Path | None = None) -> list[Path]:
     stage, out = work / "stage", work / "build-out"
     stage.mkdir()
     out.mkdir()
@@ -104,7 +105,7 @@ def _build(items: list[BuildItem], options: list[str], root: Path, work: Path, e
     if find_links is not None:
         mounts += ["-v", f"{find_links.resolve()}:/pip-links:ro"]
     if context is not None:
-        cache = wheel_cache()
+        cache = wheel_cache_dir or wheel_cache()
         cache.mkdir(parents=True, exist_ok=True)
         mounts += ["-v", f"{cache}:/wheel-cache:rw"]
     cached = []

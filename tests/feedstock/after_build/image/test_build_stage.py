@@ -5,8 +5,10 @@ torch-scatter 2.1.2 sdist marked --no-build-isolation in its pip: section, all f
 
 Two builds of that file (E and E again): torch-scatter is compiled by g++ in the build stage
 against the image's own torch (once: E again takes the wheel from the build stage's wheel cache,
-keyed by the sdist's sha256, the image's conda packages and the build base; a machine whose
-cache already has it compiles nothing), only its wheel enters the image. Checked with podman: the
+keyed by the sdist's sha256, the image's conda packages and the build base; the module's own
+cache, so E compiles on every run, each file through the build base's ccache, whose machine-wide
+folder serves the objects when the same sources met the same torch before), only its wheel
+enters the image. Checked with podman: the
 extension's results equal plain torch's, it loads the image's libtorch, pip check is clean, there
 is no gcc or g++ in the runtime image, the torch layer is the one of rig's image A (no
 extension), and both builds have one manifest digest. A certificate bundle and an index URL
@@ -133,8 +135,10 @@ def stage(request: pytest.FixtureRequest, rig: Rig, tmp_path_factory: pytest.Tem
     env_args = {"PIP_INDEX_URL": MARKER_INDEX}
     env_file = _env_file(work, rig, "env.yml", SCATTER)
     # a name of its own: rig's image A is loaded into the same podman store
+    # a wheel cache of the module's own: the packages are the machine's (the same inputs, the same
+    # files), so a lasting cache would serve E's wheel and nothing would compile
     common = ("--host-python", str(rig.host_python), "--pip-cert", str(work / "site-ca.pem"),
-              "--name", "localhost/scatter-app:1")
+              "--name", "localhost/scatter-app:1", "--wheel-cache", str(work / "wheel-cache"))
     e = _build(rig, env_file, work / "e", links, *common, env=env_args)
     e_again = _build(rig, env_file, work / "e-again", links, *common, env=env_args)
     print(f"image builds with the build stage: {e.seconds:.0f}s, {e_again.seconds:.0f}s")
