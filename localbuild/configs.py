@@ -11,6 +11,7 @@ from typing import Any
 from . import ci_yaml
 from .driver import DriverMissing, driver_module
 from .errors import EXIT_PREFLIGHT, EXIT_USAGE, LocalBuildError
+from .input_files import MAX_VARIANTS
 
 CI_SUPPORT = ".ci_support"
 
@@ -182,6 +183,10 @@ def config_names(feedstock_root: Path) -> list[str]:
     return names
 
 
+# keys of a job file whose lists are not values to vary over
+NOT_VARIANT_KEYS = {"zip_keys", "extend_keys", "pin_run_as_build", "ignore_version"}
+
+
 def load_config(feedstock_root: Path, name: str) -> CiConfig:
     path = ci_support_dir(feedstock_root) / f"{name}.yaml"
     rel = _relative(str(path), feedstock_root)
@@ -202,7 +207,29 @@ def load_config(feedstock_root: Path, name: str) -> CiConfig:
     if not doc.data.get("target_platform"):
         raise LocalBuildError(f"{rel} has no target_platform (is it "
                               "empty?); regenerate it with `python -m feedstock rerender`", EXIT_USAGE)
+    _check_combinations(doc.data, rel)
     return CiConfig(name, path, doc)
+
+
+def _check_combinations(data: dict, rel: str) -> None:
+    """A job's variants are the product of its keys' values, a zip_keys group counting once:
+    over MAX_VARIANTS, the build tools would render for hours. One line naming the widest keys."""
+    zipped = [group for group in data.get("zip_keys") or [] if isinstance(group, list)]
+    in_zip = {key for group in zipped for key in group}
+    axes = [(key, len(value)) for key, value in data.items()
+            if isinstance(value, list) and key not in in_zip and key not in NOT_VARIANT_KEYS]
+    axes += [("/".join(map(str, group)), len(data.get(group[0]) or [])) for group in zipped
+             if group and isinstance(data.get(group[0]), list)]
+    size = 1
+    for _, count in axes:
+        size *= max(count, 1)
+    if size <= MAX_VARIANTS:
+        return
+    widest = sorted((axis for axis in axes if axis[1] > 1), key=lambda axis: -axis[1])
+    named = " x ".join(f"{key} ({count} values)" for key, count in widest[:6])
+    more = f" x {len(widest) - 6} more keys" if len(widest) > 6 else ""
+    raise LocalBuildError(f"{rel}: its variants would have {size:,} combinations (the limit is {MAX_VARIANTS:,}), "
+                          f"from {named}{more}; regenerate it with `python -m feedstock rerender`", EXIT_USAGE)
 
 
 def _relative(path: str, root: Path) -> str:

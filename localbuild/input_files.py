@@ -15,6 +15,10 @@ import stat
 from pathlib import Path
 from typing import BinaryIO
 
+# Every combination of a variant matrix is rendered (about 10 ms each): the feedstock's largest
+# platform has 96; nine keys of nine values would be 387 million, a hang. Shared by the feedstock's
+# renderer and build-locally's reader of job files.
+MAX_VARIANTS = 2048
 MAX_INPUT_BYTES = 64 << 20  # a config, recipe or note: kilobytes; 64 MiB is far beyond any
 
 _KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),

@@ -454,6 +454,10 @@ def test_the_help_examples_filter_selects_what_it_says():
      "line 4: nested more than 16 levels deep"),
     (lambda p: (p.unlink(), p.symlink_to(p.name)), "Too many levels of symbolic links"),
     (lambda p: p.write_bytes(b"target_platform:\n- linux-64\n# caf\xe9\n"), ":3: byte 0xe9 is not UTF-8 text"),
+    # nine keys of nine values: the build tools would render 9^9 variants
+    (lambda p: p.write_text(p.read_text() + "".join(f"zz_{k}:\n" + "".join(f"- v{v}\n" for v in range(9))
+                                                    for k in range(9))),
+     "combinations (the limit is 2,048), from zz_0 (9 values) x zz_1 (9 values)"),
 ])
 def test_list_refuses_a_broken_config_file(fs, breakage, needle):
     # before: an empty, folder or looping config was listed (or left out) and --list exited 0

@@ -5,6 +5,8 @@ from itertools import product
 from math import prod
 from typing import Any
 
+from localbuild.input_files import MAX_VARIANTS
+
 from ...errors import FeedstockError
 from .variant_config import Spec, zip_groups
 
@@ -12,9 +14,6 @@ Variant = dict[str, Any]
 
 # keys that are carried into every variant as they are, never expanded
 PASSTHRU_KEYS = {"replacements", "extend_keys", "zip_keys"}
-# Every combination is rendered (about 10 ms each): the feedstock's largest platform has 96.
-# Nine keys of nine values would be 387 million, a hang; this many is seconds of rendering.
-MAX_VARIANTS = 2048
 
 
 def passthru_keys(spec: Spec) -> set[str]:
