@@ -213,18 +213,23 @@ def rocmbuild(realbuild_toolchain: dict, torch_wheel: Path, tmp_path_factory: py
     (tests/realbuild/rocm_job.py); skips without hipcc. Built once for the run.
 
     Keys: work, build, channels (built, toolchain), arch, python, variant, recipe."""
-    from tests.realbuild.rocm_job import rocm_packages
+    from tests.realbuild.real_packages import keep_packages_only
+    from tests.realbuild.rocm_job import rocm_packages, rocm_packages_key
     from tests.support.shared_fixture import build_once
     from tests.support.toolchain import ToolchainUnavailable
 
     def build(work: Path) -> dict:
         try:
-            return rocm_packages(realbuild_toolchain["toolchain"], realbuild_toolchain["versions"], torch_wheel,
-                                 work, ROCM_PACKAGE_ARCH)
+            built = rocm_packages(realbuild_toolchain["toolchain"], realbuild_toolchain["versions"], torch_wheel,
+                                  work, ROCM_PACKAGE_ARCH)
+            keep_packages_only(built["build"].output_dir)
+            return built
         except ToolchainUnavailable as err:
             pytest.skip(str(err))
 
-    return build_once(tmp_path_factory, "rocmbuild", build)
+    # the packages are the image module's input, not what it proves: once per machine and inputs
+    return build_once(tmp_path_factory, "rocmbuild", build, machine_key=rocm_packages_key(
+        realbuild_toolchain, torch_wheel, ROCM_PACKAGE_ARCH))
 
 
 # --- two workers (pytest-xdist, `-n 2 --dist loadfile` in pytest.ini) -------------------------

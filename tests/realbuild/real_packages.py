@@ -70,7 +70,7 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _keep_packages_only(output_dir: Path) -> None:
+def keep_packages_only(output_dir: Path) -> None:
     """What a machine's entry keeps of a rattler-build output folder: the indexed packages and
     the log. Its staging cache (GBs of an unpacked wheel) and work folders go."""
     for name in ("build_cache", "bld", "src_cache", "test"):
@@ -93,7 +93,7 @@ def cpu_wheel_packages(toolchain_session: dict, torch_wheel: Path, cmakecache_di
                                            cmakecache_dir, recipe_patches(feedstock / "recipe" / "meta.yaml"))
         build = build_feedstock(recipe, variant, toolchain.channel, work / "build_artifacts",
                                 test="native", environ={"MEGABUILD_FRONTEND": str(override)})
-        _keep_packages_only(build.output_dir)
+        keep_packages_only(build.output_dir)
         return {"build_work": work, "feedstock": feedstock, "recipe": recipe, "build": build}
 
     key = package_inputs_key(toolchain_session, torch_wheel, cmakecache_dir, variant.read_text())
@@ -135,7 +135,7 @@ def cuda_wheel_packages(toolchain_session: dict, cuda_torch_wheel: Path, cmakeca
         build = build_feedstock(recipe, variant, toolchain.channel, work / "build_artifacts", test="native",
                                 environ={"MEGABUILD_FRONTEND": str(override), "CONDA_OVERRIDE_CUDA": CUDA},
                                 extra_channels=(nvidia, extras))
-        _keep_packages_only(build.output_dir)
+        keep_packages_only(build.output_dir)
         return {"build_work": work, "feedstock": feedstock, "recipe": recipe, "nvidia": nvidia, "extras": extras,
                 "activations": activations, "build": build}
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from tests.realbuild.feedstock_build import FeedstockBuild, build_feedstock, copy_recipe, prepare_project_source
 from tests.realbuild.session import machine_variant
+from tests.support.paths import REPO_ROOT
 from tests.support.toolchain import Toolchain, ToolchainUnavailable
 
 ROCM_JOB = "linux_64_blas_implgenericc_stdlib_version2.28cuda_compiler_versionNonegpu_backendrocmrocm_version7.2"
@@ -43,3 +44,17 @@ def rocm_packages(toolchain: Toolchain, versions: dict[str, str], torch_wheel: P
         environ={"FEEDSTOCK_MAX_JOBS": "2", "FEEDSTOCK_ROCM_ARCH": arch})
     return {"work": work, "build": build, "channels": [build.output_dir, toolchain.channel], "arch": arch,
             "python": PYTHON, "variant": variant, "recipe": recipe}
+
+
+def rocm_packages_key(toolchain_session: dict, torch_wheel: Path, arch: str) -> str:
+    """rocm_packages' inputs (real_packages.package_inputs_key: the recipe, the harness, the
+    toolchain, the wheel whose hipify it uses) and this machine's hipcc."""
+    import shutil
+    import subprocess
+
+    from tests.realbuild.real_packages import package_inputs_key
+
+    hipcc = shutil.which("hipcc")
+    version = subprocess.run([hipcc, "--version"], capture_output=True, text=True).stdout if hipcc else "no hipcc"
+    return package_inputs_key(toolchain_session, torch_wheel, REPO_ROOT / "tests" / "fixtures" / "pytorch-cmakecache",
+                              arch, version, ROCM_JOB, PYTHON)
