@@ -11,6 +11,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import re
 import signal
 import tempfile
 import threading
@@ -73,6 +74,24 @@ def feedstock_lock(root: Path, command: str, say=print) -> Iterator[None]:
         os.close(fd)  # releases the lock
 
 
+def leftover_temps(folder: Path, ending: str = "") -> list[Path]:
+    """The temporary files replace_files made in `folder` for files whose names end in `ending`,
+    which a kill left behind (mkstemp's `.<name>.<8 characters>.tmp`). Only safe to remove under
+    the feedstock's lock, when no writer of ours is running."""
+    if not folder.is_dir():
+        return []
+    pattern = re.compile(rf"^\..*{re.escape(ending)}\.[a-z0-9_]{{8}}\.tmp$")
+    return sorted(p for p in folder.iterdir() if pattern.match(p.name) and not p.is_dir())
+
+
+def _new_mode(path: Path) -> int:
+    """The mode of the file being replaced, never of a link's target (a symlink replaced by a
+    file gets the default mode, as a new file)."""
+    if path.exists() and not path.is_symlink():
+        return path.stat().st_mode & 0o7777
+    return 0o666 & ~_umask()
+
+
 def replace_files(contents: dict[Path, str], remove: Iterable[Path] = ()) -> None:
     """Write every file to a temporary sibling first; rename them into place only when all are
     written, then remove `remove` (the commit is not interrupted by Ctrl-C)."""
@@ -83,7 +102,7 @@ def replace_files(contents: dict[Path, str], remove: Iterable[Path] = ()) -> Non
             handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
             with os.fdopen(handle, "w", newline="") as out:
                 out.write(text)
-            os.chmod(temp, path.stat().st_mode & 0o7777 if path.exists() else 0o666 & ~_umask())
+            os.chmod(temp, _new_mode(path))
             staged.append((Path(temp), path))
         with signals_held():
             for temp, path in staged:

@@ -193,6 +193,8 @@ def _cmd_rerender(root: Path, check_only: bool) -> int:
         print(f"changed  .ci_support/{name}")
     for name in drift.extra:
         print(f"removed  .ci_support/{name}")
+    for path in drift.leftovers:
+        print(f"removed  {path} (left by an interrupted rerender)")
     for path, state in drift.other.items():
         print(f"{'new' if state == 'missing' else 'changed':<8} {path}")
     print(f"rerender: {len(jobs)} job files in .ci_support/ ({len(drift.stale) + len(drift.missing)} written, "

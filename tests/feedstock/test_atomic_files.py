@@ -49,3 +49,24 @@ def test_signals_held_delivers_after_the_block():
             os.kill(os.getpid(), signal.SIGINT)
             seen.append("still running")
     assert seen == ["still running"]
+
+
+def test_a_replaced_symlink_gets_a_new_files_mode_not_its_targets(tmp_path):
+    """Issue 35: replacing a job file that was a symlink copied the link target's mode (0666)."""
+    target = tmp_path / "shared.yaml"
+    target.write_text("old")
+    os.chmod(target, 0o666)
+    link = tmp_path / "job.yaml"
+    link.symlink_to(target)
+    kept = tmp_path / "kept.yaml"
+    kept.write_text("old")
+    os.chmod(kept, 0o640)
+    umask = os.umask(0o022)
+    try:
+        replace_files({link: "new", kept: "new"})
+    finally:
+        os.umask(umask)
+    assert not link.is_symlink() and link.read_text() == "new"
+    assert link.stat().st_mode & 0o777 == 0o644
+    assert kept.stat().st_mode & 0o777 == 0o640        # a plain file keeps its own mode
+    assert target.read_text() == "old" and target.stat().st_mode & 0o777 == 0o666

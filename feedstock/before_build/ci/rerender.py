@@ -8,7 +8,7 @@ from ...layout import Feedstock, load_feedstock
 from ..render.selector_check import refuse_bad_selectors
 from ..render.variants import analyse_platform
 from .jobs import CiJob, platform_jobs
-from .support import Drift, compare, expected_files, write_atomically
+from .support import Drift, compare, expected_files, leftovers, write_atomically
 from .workflow import WORKFLOW_PATH, expected_workflow, workflow_state
 
 
@@ -45,7 +45,13 @@ def check(root: Path) -> Drift:
     state = workflow_state(feedstock, expected_workflow(feedstock, jobs))
     if state:
         drift.other[WORKFLOW_PATH] = state
+    drift.leftovers = _leftovers(feedstock)
     return drift
+
+
+def _leftovers(feedstock: Feedstock) -> list[str]:
+    found = leftovers(feedstock.ci_support, [feedstock.root / WORKFLOW_PATH])
+    return [str(path.relative_to(feedstock.root)) for path in found]
 
 
 def rerender(root: Path) -> tuple[list[CiJob], Drift]:
@@ -60,8 +66,11 @@ def rerender(root: Path) -> tuple[list[CiJob], Drift]:
         expected[name] = (feedstock.ci_support / name).read_text()
     state = workflow_state(feedstock, workflow)
     # one commit for .ci_support/ and the workflow: an interruption leaves both old or both new
+    found = _leftovers(feedstock)
     drift = write_atomically(feedstock.ci_support, expected,
-                             also={feedstock.root / WORKFLOW_PATH: workflow} if state else None)
+                             also={feedstock.root / WORKFLOW_PATH: workflow} if state else None,
+                             sweep=[feedstock.root / path for path in found])
+    drift.leftovers = found
     if state:
         drift.other[WORKFLOW_PATH] = state
     return jobs, drift

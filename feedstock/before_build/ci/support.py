@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from ...atomic_files import replace_files
+from ...atomic_files import leftover_temps, replace_files
 from .jobs import CiJob
 
 
@@ -57,16 +57,20 @@ class Drift:
     extra: list[str]      # exists, should not
     # other generated files (the CI workflow), by path from the feedstock root: "missing" | "out of date"
     other: dict[str, str] = field(default_factory=dict)
+    # temporary files a killed rerender left, by path from the feedstock root (rerender removes them)
+    leftovers: list[str] = field(default_factory=list)
 
     @property
     def clean(self) -> bool:
-        return not (self.stale or self.missing or self.extra or self.other)
+        return not (self.stale or self.missing or self.extra or self.other or self.leftovers)
 
     def lines(self) -> list[str]:
         return ([f".ci_support/{n}: out of date" for n in self.stale]
                 + [f".ci_support/{n}: missing" for n in self.missing]
                 + [f".ci_support/{n}: not produced by the current recipe and pinning (stale file)" for n in self.extra]
-                + [f"{path}: {state}" for path, state in sorted(self.other.items())])
+                + [f"{path}: {state}" for path, state in sorted(self.other.items())]
+                + [f"{path}: a temporary file an interrupted rerender left (rerender removes it)"
+                   for path in self.leftovers])
 
 
 def compare(folder: Path, expected: dict[str, str]) -> Drift:
@@ -78,12 +82,21 @@ def compare(folder: Path, expected: dict[str, str]) -> Drift:
     )
 
 
+def leftovers(folder: Path, also: list[Path]) -> list[Path]:
+    """What a killed rerender left: temporary files of the job files in `folder` and of `also`."""
+    found = leftover_temps(folder, ".yaml")
+    for path in also:
+        found += leftover_temps(path.parent, path.name)
+    return found
+
+
 def write_atomically(folder: Path, expected: dict[str, str],
-                     also: dict[Path, str] | None = None) -> Drift:
+                     also: dict[Path, str] | None = None, sweep: list[Path] = ()) -> Drift:
     """Make ``folder``'s *.yaml exactly ``expected`` and write the files of ``also`` (the
-    workflow), all or nothing, also under Ctrl-C; returns what changed in ``folder``. Other
-    files stay."""
+    workflow), all or nothing, also under Ctrl-C; returns what changed in ``folder``. The
+    temporary files a killed writer left (``sweep``: of ``folder``'s job files and those
+    paths) go too: the caller holds the feedstock's lock. Other files stay."""
     drift = compare(folder, expected)
     contents = {folder / name: text for name, text in expected.items()}
-    replace_files({**contents, **(also or {})}, remove=[folder / name for name in drift.extra])
+    replace_files({**contents, **(also or {})}, remove=[*(folder / name for name in drift.extra), *sweep])
     return drift

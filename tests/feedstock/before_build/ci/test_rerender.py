@@ -365,3 +365,27 @@ def test_a_second_writer_waits_for_the_first(feedstock_copy):
     assert proc.returncode == 0, err
     assert err.strip() == f"rerender: another command is writing {feedstock_copy}; waiting for it to finish"
     assert "(12 written, 0 removed" in out
+
+
+def test_a_killed_rerenders_temporary_files_fail_the_check_and_the_next_rerender_removes_them(feedstock_copy):
+    """Issue 35: `kill -9` while rerender writes left `.ci_support/.<job>.yaml.*.tmp`; later
+    rerenders kept them and --check said up to date."""
+    ci = feedstock_copy / ".ci_support"
+    job = sorted(ci.glob("*.yaml"))[0].name
+    left = ci / f".{job}.k3x9_q2a.tmp"
+    left.write_text("half a file")
+    workflow_left = feedstock_copy / ".github" / "workflows" / ".build.yml.ab12cd34.tmp"
+    workflow_left.parent.mkdir(parents=True, exist_ok=True)
+    workflow_left.write_text("half")
+    other = ci / "notes.tmp"   # not one of ours: stays
+    other.write_text("mine")
+    check = run_feedstock_cli("rerender", "--check", root=feedstock_copy)
+    assert check.returncode == 1
+    assert f".ci_support/{left.name}: a temporary file an interrupted rerender left (rerender removes it)" \
+        in check.stdout.splitlines()
+    assert left.exists()   # --check writes nothing
+    proc = run_feedstock_cli("rerender", root=feedstock_copy)
+    assert proc.returncode == 0, proc.stderr
+    assert f"removed  .ci_support/{left.name} (left by an interrupted rerender)" in proc.stdout.splitlines()
+    assert not left.exists() and not workflow_left.exists() and other.read_text() == "mine"
+    assert run_feedstock_cli("rerender", "--check", root=feedstock_copy).returncode == 0
