@@ -100,6 +100,7 @@ def cpu_wheel_packages(toolchain_session: dict, torch_wheel: Path, cmakecache_di
     built = cached_build("cpu-wheel-packages", key, build_packages)
     work = toolchain_session["work"] / "wheel"
     prefix = work / "elsewhere" / "env"
+    prefix.parent.mkdir(parents=True, exist_ok=True)
     install_from_channel(built["build"].output_dir, ["pytorch-cpu", f"python {WHEEL_PYTHON}.*", "pip"], prefix,
                          extra_channels=[toolchain.channel], cache=work / "pkgs")
     return {**built, "work": work, "prefix": prefix, "python": prefix / "bin" / "python",
@@ -144,6 +145,7 @@ def cuda_wheel_packages(toolchain_session: dict, cuda_torch_wheel: Path, cmakeca
     channels = [toolchain.channel, built["nvidia"], built["extras"]]
     work = toolchain_session["work"] / "cuda-wheel"
     prefix = work / "elsewhere" / "env"
+    prefix.parent.mkdir(parents=True, exist_ok=True)
     # cuda-nvrtc-dev: downstream CUDA builds link libnvrtc.so (torch's CMake config asks for it), as
     # the recipe's own test requirements say; conda-forge users install it the same way
     records = install_from_channel(built["build"].output_dir, ["pytorch-gpu", f"python {WHEEL_PYTHON}.*", "pip",
