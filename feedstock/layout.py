@@ -64,6 +64,18 @@ def provider_enabled(platform: str, value: object) -> bool:
     return any(service not in (None, False, "None") for service in services)
 
 
+def escapes(root: Path, base: Path, listed: str) -> str | None:
+    """Why `listed` (a path a recipe names, relative to `base`) leaves the feedstock at `root`,
+    or None: an absolute path, `..` above the root, or a symlink resolving outside it. A
+    hostile pull request must not make the tools read /etc/passwd."""
+    if Path(listed).is_absolute():
+        return f"{listed} is an absolute path"
+    target = (base / listed).resolve()
+    if not target.is_relative_to(root.resolve()):
+        return f"{listed} resolves to {target}, outside the feedstock"
+    return None
+
+
 @dataclass(frozen=True)
 class Feedstock:
     root: Path

@@ -8,7 +8,7 @@ from ..ci.rerender import ci_drift
 from ..ci.workflow import WORKFLOW_PATH, expected_workflow, workflow_state
 from ...errors import FeedstockError
 from ...text_input import UnreadableInput
-from ...layout import Feedstock, load_feedstock
+from ...layout import Feedstock, escapes, load_feedstock
 from ..render.outputs import render_job
 from ..render.selector_check import all_variant_keys as _all_keys, check_selectors
 from ..render.variant_config import parse_config_file
@@ -59,7 +59,10 @@ def check_patches(feedstock: Feedstock, matrices: list[PlatformMatrix]) -> list[
     findings = []
     listed = _listed_patches(matrices)
     for patch in sorted(listed):
-        if not (feedstock.recipe_dir / patch).is_file():
+        outside = escapes(feedstock.root, feedstock.recipe_dir, patch)
+        if outside:
+            findings.append(f"recipe/meta.yaml: patch {outside}; keep patches in recipe/patches/")
+        elif not (feedstock.recipe_dir / patch).is_file():
             findings.append(f"recipe/meta.yaml: patch {patch} is listed but recipe/{patch} does not exist")
     listed_paths = {(feedstock.recipe_dir / p).resolve() for p in listed}
     patch_dir = feedstock.recipe_dir / "patches"

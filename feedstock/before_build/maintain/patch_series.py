@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ...atomic_files import replace_files
 from ...errors import FeedstockError
-from ...layout import Feedstock
+from ...layout import Feedstock, escapes
 from .recipe_lines import RecipeText, patch_list, recipe_files, replace_patch_list
 from .source_tree import SourceFiles, load_source
 
@@ -128,6 +128,9 @@ def wanted_by_patches(feedstock: Feedstock, paths: list[str]) -> set[str]:
     wanted: set[str] = set()
     for rel in paths:
         patch_file = feedstock.recipe_dir / rel
+        outside = escapes(feedstock.root, feedstock.recipe_dir, rel)
+        if outside:
+            raise FeedstockError(f"recipe lists patch {outside}; nothing was read: keep patches in recipe/patches/")
         if not patch_file.is_file():
             raise FeedstockError(f"recipe lists patch {rel} but recipe/{rel} does not exist; fix the patch list")
         wanted.update(touched_files(patch_file.read_text(errors="replace")))

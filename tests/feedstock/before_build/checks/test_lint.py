@@ -34,6 +34,25 @@ def test_missing_patch_file(feedstock_copy):
     assert snapshot(feedstock_copy / ".ci_support") == before
 
 
+@pytest.mark.parametrize("listed, says", [
+    ("../../../../../../../../etc/passwd", "resolves to /etc/passwd, outside the feedstock"),
+    ("/etc/passwd", "/etc/passwd is an absolute path"),
+    ("patches/0099-link.patch", "resolves to /etc/passwd, outside the feedstock"),
+])
+def test_a_patch_outside_the_feedstock_is_a_finding(feedstock_copy, listed, says):
+    """Issue 35: a patch that leaves the tree (a symlink to /etc/passwd, an absolute or a ../
+    path) gave "no findings"."""
+    (feedstock_copy / "recipe" / "patches" / "0099-link.patch").symlink_to("/etc/passwd")
+    meta = feedstock_copy / "recipe" / "meta.yaml"
+    first = "    - patches/0001-cpp_extension-find-conda-CUDA-target-directory.patch\n"
+    meta.write_text(meta.read_text().replace(first, first + f"    - {listed}\n"))
+    proc = lint(feedstock_copy)
+    assert proc.returncode == 1
+    [line] = [line for line in proc.stdout.splitlines() if "outside the feedstock" in line or "absolute" in line]
+    assert line.startswith(f"recipe/meta.yaml: patch {listed}") and says in line, line
+    assert line.endswith("; keep patches in recipe/patches/")
+
+
 def test_unlisted_patch_file(feedstock_copy):
     extra = feedstock_copy / "recipe" / "patches" / "0099-forgotten.patch"
     extra.write_text("--- a/x\n+++ b/x\n")

@@ -140,6 +140,19 @@ def test_bad_source(tmp_path):
     assert proc.stderr.strip() == f"error: {junk} is not a tarball; pass the release tarball (pytorch-vX.Y.Z.tar.gz)"
 
 
+def test_a_patch_outside_the_feedstock_is_refused_before_it_is_read(feedstock_copy, tmp_path):
+    """Issue 35: a listed patch that is a symlink to /etc/passwd was opened and applied."""
+    (feedstock_copy / "recipe" / "patches" / "0099-link.patch").symlink_to("/etc/passwd")
+    meta = feedstock_copy / "recipe" / "meta.yaml"
+    first = "    - patches/0001-cpp_extension-find-conda-CUDA-target-directory.patch\n"
+    meta.write_text(meta.read_text().replace(first, first + "    - patches/0099-link.patch\n"))
+    (tmp_path / "source").mkdir()
+    proc = run_feedstock_cli("patches", "check", "--source", str(tmp_path / "source"), root=feedstock_copy)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == ("error: recipe lists patch patches/0099-link.patch resolves to /etc/passwd, "
+                                   "outside the feedstock; nothing was read: keep patches in recipe/patches/")
+
+
 # --- refresh --------------------------------------------------------------------------------------
 
 def _subject(patch: Path) -> str:
