@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from urllib.parse import urlsplit
+from urllib.request import url2pathname
 
 from .errors import EXIT_USAGE, LocalBuildError
+from .input_files import read_regular
 
 
 def is_local(value: str) -> bool:
@@ -21,6 +24,11 @@ def parse_channels(values: list[str] | None) -> tuple[str, ...]:
     channels: list[str] = []
     for value in values or []:
         value = value.strip()
+        control = next((c for c in value if ord(c) < 32 or ord(c) == 127), None)
+        if control is not None:
+            # a newline would cut the path in the build script's mount line
+            raise LocalBuildError(f"--channel {value!r}: has a control character ({control!r}); give a "
+                                  "channel name, a URL or a folder whose path has none", EXIT_USAGE)
         if not value or "," in value:
             raise LocalBuildError(f"--channel {value!r}: give one channel per --channel "
                                   "(a name, a URL or a local folder)", EXIT_USAGE)
@@ -28,7 +36,7 @@ def parse_channels(values: list[str] | None) -> tuple[str, ...]:
             raise LocalBuildError(f"--channel {value!r}: a channel name or URL has no spaces; give "
                                   "a name (conda-forge), a URL or a local folder", EXIT_USAGE)
         if is_local(value):
-            folder = Path(value.removeprefix("file://")).expanduser().resolve()
+            folder = local_path(value)
             if not folder.is_dir():
                 raise LocalBuildError(f"--channel {value}: no such folder; give an indexed "
                                       "local channel, a channel name or a URL", EXIT_USAGE)
@@ -44,11 +52,18 @@ def parse_channels(values: list[str] | None) -> tuple[str, ...]:
     return tuple(channels)
 
 
+def local_path(value: str) -> Path:
+    """A folder, or a file:// URL of one as Path.as_uri() writes it (%20 for a space)."""
+    if value.startswith("file://"):
+        return Path(url2pathname(urlsplit(value).path)).resolve()
+    return Path(value).expanduser().resolve()
+
+
 def _check_repodata(path: Path) -> None:
     """A local channel's index is read by the solver inside the container: a broken one is
     refused here, naming the file, not after the image is pulled."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_regular(path).decode("utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) else str(exc).splitlines()[0][:120]
         raise LocalBuildError(f"--channel: {path} is not a readable repodata.json ({reason}); "

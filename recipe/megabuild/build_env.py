@@ -150,12 +150,25 @@ def check_cuda_archs(arch_list: str, version: str) -> None:
     if known is None:
         return
     archs = [a.strip().removesuffix("+PTX") for a in re.split(r"[;\s]+", arch_list) if a.strip()]
-    bad = [a for a in archs if a not in known]
+    bad = [a for a in archs if not _builds(a, known)]
     if bad:
         lowest, highest = min(known, key=_cc_key), max(known, key=_cc_key)
         raise MegabuildError(f"CUDA {major_minor(version)} cannot build compute capability "
-                             f"{', '.join(bad)} (it builds {lowest} to {highest}); fix the "
+                             f"{', '.join(bad)} (it builds {lowest} to {highest}, and an arch-specific "
+                             "`a` target from 9.0 on); fix the "
                              "arch list (FEEDSTOCK_CUDA_ARCH_LIST / --cuda-arch)")
+
+
+# nvcc's arch-specific targets (sm_90a, sm_100a, sm_120a): Hopper on, as TORCH_CUDA_ARCH_LIST's
+# `9.0a`; the family targets of CUDA 12.9 (`10.0f`) are left out until PyTorch's CMake takes them
+ARCH_SUFFIX_FROM = {"a": (9, 0)}
+
+
+def _builds(arch: str, known: frozenset[str]) -> bool:
+    if arch in known:
+        return True
+    base, suffix = arch[:-1], arch[-1:]
+    return suffix in ARCH_SUFFIX_FROM and base in known and _cc_key(base) >= ARCH_SUFFIX_FROM[suffix]
 
 
 def _cc_key(arch: str) -> tuple[int, ...]:

@@ -48,3 +48,20 @@ def test_a_folder_that_is_not_a_channel_is_one_line(tmp_path):
         lines = proc.stderr.strip().splitlines()
         assert len(lines) == 1 and expected in lines[0], lines
     assert not fs.artifacts.exists()
+
+
+def test_a_file_url_is_decoded_and_a_control_character_refused(tmp_path):
+    """Issue 35: Path.as_uri()'s `%20` was refused as "no such folder"; a newline in a folder's
+    path was accepted, mounted, then cut at the newline by the build script."""
+    fs = make_feedstock(tmp_path, {CONFIG: dict(blas="generic")})
+    local = _channel(tmp_path / "site channel")
+    dry = fs.run(CONFIG, "--channel", local.as_uri(), "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert f"channels:     {local} (--channel" in dry.stdout
+    odd = _channel(tmp_path / "odd\nname")
+    proc = fs.run(CONFIG, "--channel", str(odd), "--dry-run")
+    assert proc.returncode == 2
+    [line] = proc.stderr.strip().splitlines()
+    assert line == (f"error: --channel {str(odd)!r}: has a control character ('\\n'); give a channel name, "
+                    "a URL or a folder whose path has none")
+    assert not fs.artifacts.exists()

@@ -289,7 +289,7 @@ def test_arm_variant_type_reaches_the_driver_from_the_environment(tmp_path: Path
 
 def test_an_override_the_cuda_cannot_build_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(MegabuildError, match=r"CUDA 13\.0 cannot build compute capability 5\.0 "
-                                             r"\(it builds 7\.5 to 12\.1\)") as info:
+                                             r"\(it builds 7\.5 to 12\.1, and an arch-specific `a` target from 9\.0 on\)") as info:
         env_for(tmp_path, {"FEEDSTOCK_CUDA_ARCH_LIST": "5.0;9.0"}, cuda_compiler_version="13.0",
                 gpu_backend="cuda")
     assert "\n" not in str(info.value)

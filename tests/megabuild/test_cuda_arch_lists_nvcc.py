@@ -94,7 +94,34 @@ def test_nvcc_table_matches_the_real_nvcc() -> None:
     assert NVCC_ARCHS[version] == real
 
 
-@pytest.mark.parametrize("archs, cuda", [("5.0;8.0", "13.0"), ("8.0;13.5+PTX", "12.9")])
+def test_the_arch_specific_targets_we_accept_are_those_the_real_nvcc_builds(tmp_path) -> None:
+    """Issue 35: `9.0a` on CUDA 12.9 was refused although nvcc builds sm_90a. nvcc compiles an
+    empty kernel for each `X.Ya` of its table: the ones check_cuda_archs accepts must build, the
+    ones it refuses must not."""
+    nvcc, version = _nvcc()
+    if version not in NVCC_ARCHS:
+        pytest.skip(f"no NVCC_ARCHS entry for this nvcc (CUDA {version})")
+    (tmp_path / "k.cu").write_text("__global__ void k() {}\n")
+    for base in sorted(NVCC_ARCHS[version], key=lambda a: tuple(map(int, a.split(".")))):
+        arch = base + "a"
+        cc = base.replace(".", "")
+        built = subprocess.run([nvcc, "-c", str(tmp_path / "k.cu"), "-o", str(tmp_path / "k.o"),
+                                f"-gencode=arch=compute_{cc}a,code=sm_{cc}a"], capture_output=True, text=True)
+        try:
+            check_cuda_archs(arch, version)
+            accepted = True
+        except MegabuildError:
+            accepted = False
+        assert accepted == (built.returncode == 0), (arch, built.stderr[-500:])
+
+
+@pytest.mark.parametrize("archs, cuda", [("9.0a;12.0a", "12.9"), ("9.0a;10.0a+PTX", "13.0")])
+def test_arch_specific_targets_from_hopper_on_are_accepted(archs: str, cuda: str) -> None:
+    check_cuda_archs(archs, cuda)
+
+
+@pytest.mark.parametrize("archs, cuda", [("5.0;8.0", "13.0"), ("8.0;13.5+PTX", "12.9"), ("8.6a", "12.9"),
+                                         ("9.0x", "13.0")])
 def test_an_arch_the_cuda_cannot_build_is_one_line(archs: str, cuda: str) -> None:
     with pytest.raises(MegabuildError, match=f"CUDA {cuda} cannot build compute capability") as info:
         check_cuda_archs(archs, cuda)
