@@ -45,7 +45,7 @@ from tests.support.feedstock_copy import copy_feedstock  # noqa: E402
 
 # what the commands read: the feedstock's inputs and build-locally's own tree
 TREE = ("recipe", "pinning.yaml", "conda-forge.yml", "ci-runners.yml", ".ci_support", ".github",
-        "build-locally.py", "localbuild")
+        "build-locally.py", "localbuild", "common")
 CPU_CONFIG = "linux_64_blas_implgenericc_stdlib_version2.17cuda_compiler_versionNonegpu_backendcpurocm_versionNone"
 CUDA_CONFIG = "linux_64_blas_implgenericc_stdlib_version2.17cuda_compiler_version12.9gpu_backendcudarocm_versionNone"
 EMPTY_REPODATA = '{"info": {"subdir": "%s"}, "packages": {}, "packages.conda": {}, "repodata_version": 1}\n'

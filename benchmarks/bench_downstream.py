@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from feedstock.after_build.downstream import pip_wheel  # noqa: E402
-from feedstock.after_build.downstream.catalog import Dependent, dependents_test_dir, load_catalog  # noqa: E402
+from feedstock.dependents_catalog import Dependent, dependents_test_dir, load_catalog  # noqa: E402
 from feedstock.after_build.downstream.environment import clean_environ  # noqa: E402
 from feedstock.after_build.downstream.run import Options, run  # noqa: E402
 from feedstock.after_build.downstream.sources import default_cache, fetch  # noqa: E402

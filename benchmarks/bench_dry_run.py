@@ -45,8 +45,8 @@ def make_tree(target: Path, count: int) -> Path:
     root = target / "feedstock"
     root.mkdir()
     shutil.copy2(ROOT / "build-locally.py", root)
-    shutil.copytree(ROOT / "localbuild", root / "localbuild",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    for package in ("localbuild", "common"):
+        shutil.copytree(ROOT / package, root / package, ignore=shutil.ignore_patterns("__pycache__"))
     (root / "recipe").mkdir()
     ci = root / ".ci_support"
     ci.mkdir()

@@ -32,7 +32,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from localbuild.driver import driver_module  # noqa: E402
+from common.driver import driver_module  # noqa: E402
 
 # the driver's own staging rules, loaded the one way the tools load the driver
 _staging = driver_module(ROOT, "staging")

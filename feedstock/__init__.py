@@ -9,6 +9,8 @@ Two rooms, by where they stand in the flow:
   downstream (dependents built and tested against them).
 
 Imports run one way: cli -> after_build, before_build -> the top-level modules (layout,
-platforms, errors, atomic_files, text_input); nothing in before_build imports after_build.
-"Did you mean" is localbuild.suggest, shared with build-locally.py (standard library only).
+platforms, errors, atomic_files, text_input, dependents_catalog); nothing in before_build imports
+after_build.
+What build-locally.py needs too (did-you-mean, bounded reading, hashing, the driver loader)
+lives in the ground floor, `common/`; `feedstock/` and `localbuild/` never import each other.
 """

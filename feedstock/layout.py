@@ -9,7 +9,7 @@ from typing import Iterable
 from .errors import FeedstockError
 from .text_input import read_yaml
 from .platforms import KNOWN_SUBDIRS, Platform
-from localbuild.suggest import close_names
+from common.suggest import close_names
 
 # conda-smithy renders these unless conda-forge.yml says otherwise; others need a provider entry
 DEFAULT_PLATFORMS = ("linux_64", "osx_64", "win_64")

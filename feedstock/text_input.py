@@ -9,7 +9,7 @@ The tools' one reader of input files:
   FileNotFoundError, so that callers can decide what absent means;
 - YAML refuses a key given twice in one mapping (YAML itself keeps the last one without a word);
 - the size and shape are bounded before anything is parsed: only a regular file is read (a FIFO
-  would block forever, `/dev/zero` fill the memory; `localbuild.input_files` opens it), at most
+  would block forever, `/dev/zero` fill the memory; `common.input_files` opens it), at most
   `MAX_INPUT_BYTES`; YAML nested at most `MAX_DEPTH` deep (PyYAML's C loader overflows its
   stack on deep nesting and the process dies without a word); anchors and aliases are refused
   where a file never needs them, and elsewhere (`aliases=True`: the recipe) bounded to
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import yaml
-from localbuild.input_files import MAX_INPUT_BYTES, NotARegularFile, read_regular
+from common.input_files import MAX_INPUT_BYTES, NotARegularFile, read_regular
 
 from .errors import FeedstockError
 

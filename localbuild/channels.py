@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
 from .errors import EXIT_USAGE, LocalBuildError
-from .input_files import read_regular
+from common.input_files import read_regular
 
 
 def is_local(value: str) -> bool:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .input_files import read_regular
+from common.input_files import read_regular
 
 MAX_DEPTH = 16  # nested blocks; a .ci_support file has two (a key's list, zip_keys' groups)
 

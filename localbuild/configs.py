@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from . import ci_yaml
-from .driver import DriverMissing, driver_module
+from common.driver import DriverMissing, driver_module
 from .errors import EXIT_PREFLIGHT, EXIT_USAGE, LocalBuildError
-from .input_files import MAX_VARIANTS
+from common.input_files import MAX_VARIANTS
 
 CI_SUPPORT = ".ci_support"
 

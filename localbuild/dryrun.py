@@ -1,10 +1,14 @@
 """--dry-run: what would run for each config, without running or writing anything."""
 from __future__ import annotations
 
+import json
 import os
 import shlex
+import subprocess
+import sys
 from contextlib import contextmanager
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Callable, Iterator
 
 from . import engine as engines
@@ -17,18 +21,36 @@ RenderFn = Callable[[Path, str], list]
 DEV_TAG_VARIABLE = "FEEDSTOCK_DEV_TAG"
 
 
-def load_renderer() -> tuple[RenderFn | None, type | None, str]:
-    """The feedstock renderer, if this Python can import it (it needs PyYAML and Jinja2).
+class RenderFailed(Exception):
+    """`python -m feedstock render` refused the config: str() is its one line. `unavailable`:
+    the tools could not even start (a dependency missing from this Python)."""
 
-    Returns (render_ci_config, FeedstockError, reason-when-missing). Any failure to import
-    (missing dependency, half-written module) only means the outputs cannot be shown.
-    """
-    try:
-        from feedstock.errors import FeedstockError  # type: ignore[import-not-found]
-        from feedstock.before_build.render.outputs import render_ci_config  # type: ignore[import-not-found]
-    except Exception as exc:  # noqa: BLE001 - the renderer is optional here
-        return None, None, f"{type(exc).__name__}: {exc}"
-    return render_ci_config, FeedstockError, ""
+    def __init__(self, message: str, unavailable: bool = False) -> None:
+        super().__init__(message)
+        self.unavailable = unavailable
+
+
+def load_renderer() -> tuple[RenderFn | None, type | None, str]:
+    """The feedstock renderer, run as `python -m feedstock render CONFIG --json` in a process of
+    its own (build-locally stands on the standard library and never imports the feedstock
+    tools; they need PyYAML and Jinja2). Returns (render, RenderFailed, reason-when-missing)."""
+    tools = Path(__file__).resolve().parents[1]
+    if not (tools / "feedstock" / "__main__.py").is_file():
+        return None, None, f"no feedstock tools beside build-locally.py in {tools}"
+
+    def render(root: Path, config: str) -> list:
+        proc = subprocess.run([sys.executable, "-m", "feedstock", "--feedstock-root", str(root), "render",
+                               config, "--json"], cwd=tools, capture_output=True, text=True, timeout=600,
+                              env={**os.environ, "PYTHONPATH": str(tools)})
+        if proc.returncode != 0:
+            lines = proc.stderr.strip().splitlines()
+            last = lines[-1] if lines else f"exit {proc.returncode}"
+            if "ModuleNotFoundError" in last or "No module named" in last:
+                raise RenderFailed(last, unavailable=True)
+            raise RenderFailed(last.removeprefix("error: "))
+        return [SimpleNamespace(**entry) for entry in json.loads(proc.stdout)]
+
+    return render, RenderFailed, ""
 
 
 def describe_outputs(root: Path, config: str, renderer: tuple[RenderFn | None, type | None, str],
@@ -42,6 +64,8 @@ def describe_outputs(root: Path, config: str, renderer: tuple[RenderFn | None, t
         with _dev_tag_in_environment(dev_tag):  # the recipe reads it as conda-build's would
             outputs = render(root, config)
     except Exception as exc:  # noqa: BLE001 - a renderer bug must not break the dry run
+        if getattr(exc, "unavailable", False):
+            return [f"outputs:      not rendered here (renderer unavailable: {exc}); {hint}"]
         kind = "" if feedstock_error and isinstance(exc, feedstock_error) else f"{type(exc).__name__}: "
         return [f"outputs:      cannot render ({kind}{exc}); {hint}"]
     shown = [output for output in outputs

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .configs import CiConfig
-from .driver import DriverMissing, driver_module
+from common.driver import DriverMissing, driver_module
 from .errors import EXIT_USAGE, LocalBuildError
 
 

@@ -5,7 +5,7 @@ import re
 from typing import Callable, TextIO
 
 from .errors import EXIT_INTERRUPTED, EXIT_USAGE, LocalBuildError
-from .suggest import close_names
+from common.suggest import close_names
 
 
 def compile_filters(patterns: list[str]) -> list[re.Pattern[str]]:

@@ -21,15 +21,16 @@ the url, the sha256 and this option.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from common.hashing import sha256_of
+from common.input_files import read_regular
+
 from .errors import EXIT_USAGE, LocalBuildError
-from .input_files import open_regular, read_regular
 from .log_scan import log_mentions
 
 RECIPE_FILES = {"conda-build": "meta.yaml", "rattler-build": "recipe.yaml"}
@@ -135,16 +136,6 @@ def tarball_path(value: str) -> Path:
     if not value.strip():
         raise LocalBuildError("--source-tarball '': give the path of the tarball", EXIT_USAGE)
     return Path(os.path.abspath(os.path.expanduser(value)))
-
-
-def sha256_of(path: Path) -> str:
-    """The file's sha256, read in 1 MiB blocks (release tarballs are hundreds of MB); the
-    feedstock tooling (bump, downstream sources) uses this one too."""
-    digest = hashlib.sha256()
-    with open_regular(path) as stream:  # a FIFO or a device is refused, never read forever
-        for block in iter(lambda: stream.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def check_tarball(tarball: Path, sources: list[RecipeSource]) -> None:

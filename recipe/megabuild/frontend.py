@@ -13,13 +13,11 @@ The steps talk to the front end only through `Frontend` and assume nothing from 
 from __future__ import annotations
 
 import importlib.util
-import shlex
-import subprocess
 from pathlib import Path
-from typing import Mapping, Protocol, Sequence
+from typing import Mapping, Protocol
 
 from . import job_pools, log
-from .cmake_cache import CMakeCache
+from .build_commands import check_cache_source, run_command
 from .context import BuildContext
 from .errors import MegabuildError
 from .python_target import PythonTarget
@@ -52,32 +50,6 @@ def check_frontend(frontend: Frontend, ctx: BuildContext) -> None:
     check = getattr(frontend, "check", None)
     if callable(check):
         check(ctx)
-
-
-def check_cache_source(cache_file: Path, src_dir: Path, start_over: str) -> None:
-    """Refuse a CMake cache that another source tree configured (CMAKE_HOME_DIRECTORY)."""
-    if not cache_file.is_file():
-        return
-    cache = CMakeCache.read(cache_file)
-    home = cache.get("CMAKE_HOME_DIRECTORY") if "CMAKE_HOME_DIRECTORY" in cache else ""
-    source = Path(src_dir).resolve()
-    if home and Path(home).resolve() != source:
-        raise MegabuildError(f"{cache_file} is a CMake cache of the source tree {home}, not "
-                             f"{source}; {start_over}")
-
-
-def run_command(args: Sequence[str | Path], ctx: BuildContext,
-                env: Mapping[str, str] | None = None) -> None:
-    """Run a child process in the source tree with the context's environment (or `env`)."""
-    argv = [str(a) for a in args]
-    log.info(f"$ {shlex.join(argv)}")
-    try:
-        proc = subprocess.run(argv, cwd=ctx.src_dir, env=dict(ctx.env if env is None else env))
-    except OSError as exc:
-        raise MegabuildError(f"cannot run {argv[0]}: {exc}") from None
-    if proc.returncode != 0:
-        raise MegabuildError(f"`{shlex.join(argv)}` failed with exit code {proc.returncode}; "
-                             "see its output above")
 
 
 class SetupPyFrontend:
@@ -122,7 +94,7 @@ def select_frontend(environ: Mapping[str, str], src_dir: Path | None = None) -> 
     if not path:
         if src_dir is None:
             return SetupPyFrontend()
-        from .scikit_build import frontend_for  # it imports run_command from here
+        from .scikit_build import frontend_for  # lazily: most builds take the override or setup.py
         chosen = frontend_for(src_dir) or SetupPyFrontend()
         log.info(f"front end: {type(chosen).__name__} (what {src_dir} declares)")
         return chosen

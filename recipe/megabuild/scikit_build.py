@@ -48,7 +48,7 @@ from . import job_pools, log
 from .cmake_cache import CMakeCache
 from .context import BuildContext
 from .errors import MegabuildError
-from .frontend import check_cache_source, run_command
+from .build_commands import check_cache_source, run_command
 from .python_target import PythonTarget
 from .tool_versions import check_cmake
 

@@ -49,8 +49,8 @@ from .cmake_cache import CMakeCache
 from .context import BuildContext
 from .errors import MegabuildError
 from .files import write_atomically
-from .frontend import (Frontend, check_cache_source, check_frontend, layout_dir, run_command,
-                       select_frontend)
+from .build_commands import check_cache_source, run_command
+from .frontend import Frontend, check_frontend, layout_dir, select_frontend
 from .python_target import PythonTarget, require_python_record
 from .retarget import retarget_cache
 from .source_prep import prepare_source

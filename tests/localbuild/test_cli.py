@@ -224,30 +224,30 @@ def test_dry_run_skips_a_done_config_as_the_batch_does(fs):
     assert "skipped:" not in proc.stdout and f"marker:       {fs.marker(CPU_MKL)}" in proc.stdout
 
 
-def test_dry_run_uses_the_renderer_when_importable(fs):
-    """A renderer with the contract's API on sys.path is called and its outputs printed."""
+FAKE_RENDER = """\
+import json, os, sys
+args = sys.argv[1:]
+name = args[args.index("render") + 1]
+if "version13" in name:
+    sys.exit("error: cannot render " + name)
+if "generic" in name:
+    raise RuntimeError("renderer bug")
+dev = os.environ.get("FEEDSTOCK_DEV_TAG")
+pre = f"dev{dev}_" if dev else ""
+outputs = [dict(name="libtorch", version="2.13.0", build_string=pre + "cuda129_mkl_h1234567_300", variant={})]
+outputs += [dict(name="pytorch", version="2.13.0", build_string=f"{pre}cuda129_py3{m}_h1_300",
+                 variant={"python": f"3.{m}.* *_cpython"}) for m in (11, 12)]
+print(json.dumps(outputs))
+"""
+
+
+def test_dry_run_uses_the_renderer_when_it_runs(fs):
+    """build-locally runs `python -m feedstock render CONFIG --json` of the tools beside it (it
+    never imports them) and prints the outputs; a refusal and a crash are one line each."""
     package = fs.root / "feedstock"
     package.mkdir()
     (package / "__init__.py").write_text("")
-    (package / "errors.py").write_text("class FeedstockError(Exception):\n    pass\n")
-    render = package / "before_build" / "render"
-    render.mkdir(parents=True)
-    (package / "before_build" / "__init__.py").write_text("")
-    (render / "__init__.py").write_text("")
-    (render / "outputs.py").write_text(
-        "from dataclasses import dataclass\n"
-        "from ...errors import FeedstockError\n"
-        "@dataclass\nclass RenderedOutput:\n    name: str\n    version: str\n    build_string: str\n"
-        "    variant: dict\n"
-        "def render_ci_config(root, name):\n"
-        "    if 'version13' in name:\n        raise FeedstockError('cannot render ' + name)\n"
-        "    if 'generic' in name:\n        raise RuntimeError('renderer bug')\n"
-        "    import os\n"
-        "    dev = os.environ.get('FEEDSTOCK_DEV_TAG')\n"
-        "    pre = f'dev{dev}_' if dev else ''\n"
-        "    return [RenderedOutput('libtorch', '2.13.0', pre + 'cuda129_mkl_h1234567_300', {})] + [\n"
-        "        RenderedOutput('pytorch', '2.13.0', f'{pre}cuda129_py3{m}_h1_300', {'python': f'3.{m}.* *_cpython'})\n"
-        "        for m in (11, 12)]\n")
+    (package / "__main__.py").write_text(FAKE_RENDER)
     proc = fs.run("--dry-run", "--all", isolated=False)
     assert proc.returncode == 0, proc.stderr
     assert ("outputs:      3\n  libtorch-2.13.0-cuda129_mkl_h1234567_300\n"
@@ -263,15 +263,14 @@ def test_dry_run_uses_the_renderer_when_importable(fs):
             "  pytorch-2.13.0-devpy312_cuda129_py312_h1_300\n") in proc.stdout
 
 
-def test_dry_run_with_a_broken_renderer_import_still_works(fs):
+def test_dry_run_with_tools_that_cannot_start_still_works(fs):
     package = fs.root / "feedstock"
     package.mkdir()
     (package / "__init__.py").write_text("")
-    (package / "errors.py").write_text("class FeedstockError(Exception):\n    pass\n")
-    (package / "render.py").write_text("import jinja2_not_installed_here\n")
+    (package / "__main__.py").write_text("import jinja2_not_installed_here\n")
     proc = fs.run("--dry-run", CUDA129, isolated=False)
     assert proc.returncode == 0, proc.stderr
-    assert "renderer unavailable: ModuleNotFoundError" in proc.stdout
+    assert "not rendered here (renderer unavailable: ModuleNotFoundError" in proc.stdout
 
 
 def test_heavy_jobs_reach_the_build_and_keep_a_release_build(fs):

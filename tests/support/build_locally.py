@@ -98,8 +98,8 @@ def make_feedstock(tmp_path: Path, configs: dict[str, dict] | None = None) -> Fe
     root = tmp_path / "feedstock"
     root.mkdir()
     shutil.copy2(REPO_ROOT / "build-locally.py", root / "build-locally.py")
-    shutil.copytree(REPO_ROOT / "localbuild", root / "localbuild",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    for package in ("localbuild", "common"):   # build-locally and its ground floor
+        shutil.copytree(REPO_ROOT / package, root / package, ignore=shutil.ignore_patterns("__pycache__"))
     # the driver's package: build-locally reads its arch tables (--dry-run, --cuda-arch checks)
     shutil.copytree(REPO_ROOT / "recipe" / "megabuild", root / "recipe" / "megabuild",
                     ignore=shutil.ignore_patterns("__pycache__"))

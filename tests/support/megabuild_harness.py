@@ -27,8 +27,8 @@ if str(REPO_ROOT / "recipe") not in sys.path:
 
 from megabuild.context import BuildContext  # noqa: E402
 from tests.support.build_tools import NEWEST_CMAKE, BuildToolsUnavailable, tool_path  # noqa: E402
-from megabuild.frontend import (Frontend, SetupPyFrontend, check_frontend, layout_dir, run_command,  # noqa: E402
-                                select_frontend)
+from megabuild.build_commands import run_command  # noqa: E402
+from megabuild.frontend import Frontend, SetupPyFrontend, check_frontend, layout_dir, select_frontend  # noqa: E402
 from megabuild.scikit_build import ScikitBuildCoreFrontend  # noqa: E402
 from megabuild.source_prep import prepare_source  # noqa: E402
 from megabuild.steps import run_step  # noqa: E402

@@ -26,7 +26,7 @@ FAILING, FAILING_TOO, INTERRUPTED, NO_IMAGE = ("linux_64_failing", "linux_64_fai
 # what the feedstock tree for a real build-locally run holds (the rest of the repository is
 # not read by build-locally or build_steps.sh; devtools/stand_in_image.py reads feedstock/'s
 # rootfs module, stdlib only)
-TREE = ("build-locally.py", "localbuild", "devtools", "feedstock", "requirements-dev.txt")
+TREE = ("build-locally.py", "localbuild", "common", "devtools", "feedstock", "requirements-dev.txt")
 
 
 def podman_unavailable() -> str | None:

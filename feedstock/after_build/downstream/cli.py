@@ -11,7 +11,7 @@ from pathlib import Path
 from ...atomic_files import replace_files
 from ...errors import FeedstockError
 from .. import compile_cache as compiles
-from .catalog import CATALOG
+from ...dependents_catalog import CATALOG
 from .sources import default_cache
 from .table import format_table, summary
 
@@ -82,7 +82,7 @@ def _envs(values: list[str]) -> dict[str, Path]:
 
 
 def _compare(values: list[str] | None) -> list[str] | None:
-    from .catalog import version_spec_problem
+    from ...dependents_catalog import version_spec_problem
 
     if not values:
         return None

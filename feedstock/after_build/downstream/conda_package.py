@@ -20,7 +20,7 @@ import zipfile
 from pathlib import Path
 
 from .. import compile_cache as compiles
-from .catalog import Dependent
+from ...dependents_catalog import Dependent
 from .channel import TorchBuild
 from .environment import cuda_of
 from .testrun import first_line

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ...errors import FeedstockError
 from . import conda_package, pip_wheel
-from .catalog import Dependent
+from ...dependents_catalog import Dependent
 from .channel import TorchBuild, matching
 from .matrix import (FAILS, NEEDS_RELEASE, REBUILT, WORKS, Cell, Column, Matrix, MatrixRow, columns_of,
                      not_applicable, old_and_new, regressions)

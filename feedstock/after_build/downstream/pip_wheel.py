@@ -10,7 +10,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from .catalog import Dependent
+from ...dependents_catalog import Dependent
 from .environment import clean_environ
 from .testrun import first_line
 

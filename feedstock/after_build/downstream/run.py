@@ -12,9 +12,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ...errors import FeedstockError
-from localbuild.suggest import close_names
+from common.suggest import close_names
 from . import conda_package, pip_wheel
-from .catalog import Dependent, load_catalog, dependents_test_dir
+from ...dependents_catalog import Dependent, load_catalog, dependents_test_dir
 from .channel import TorchBuild, first_for, indexed_view, matching, torch_builds
 from .environment import cuda_of, install, torch_specs
 from .sources import fetch

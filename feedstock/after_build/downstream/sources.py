@@ -7,11 +7,11 @@ import tempfile
 import urllib.request
 from pathlib import Path
 
-from localbuild.source_tarball import sha256_of
+from common.hashing import sha256_of
 
 from ...errors import FeedstockError
 from ..user_cache import cache_root
-from .catalog import CATALOG, Source
+from ...dependents_catalog import CATALOG, Source
 
 
 def default_cache() -> Path:

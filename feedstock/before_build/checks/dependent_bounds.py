@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from ...after_build.downstream.catalog import CATALOG, Dependent, load_catalog
+from ...dependents_catalog import CATALOG, Dependent, load_catalog
 from ...layout import Feedstock
 from ..ci.jobs import CiJob
 from ..render.outputs import render_job

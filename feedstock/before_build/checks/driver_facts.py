@@ -6,14 +6,14 @@ from pathlib import Path
 from types import ModuleType
 from typing import Mapping
 
-from localbuild.driver import DriverMissing, driver_module
+from common.driver import DriverMissing, driver_module
 
 from ...errors import FeedstockError
 
 
 def load_driver_module(recipe_dir: Path, name: str) -> ModuleType:
     """megabuild.<name> from this feedstock's recipe/ (where conda-build runs it from), loaded
-    the one way the tools load the driver (localbuild.driver)."""
+    the one way the tools load the driver (common.driver)."""
     try:
         return driver_module(recipe_dir.parent, name)
     except DriverMissing as err:

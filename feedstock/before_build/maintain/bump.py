@@ -18,7 +18,7 @@ from pathlib import Path
 
 from rattler import Version
 
-from localbuild.source_tarball import sha256_of
+from common.hashing import sha256_of
 
 from ...atomic_files import replace_files
 from ...errors import FeedstockError

@@ -5,7 +5,7 @@ from itertools import product
 from math import prod
 from typing import Any
 
-from localbuild.input_files import MAX_VARIANTS
+from common.input_files import MAX_VARIANTS
 
 from ...errors import FeedstockError
 from .variant_config import Spec, zip_groups

@@ -24,7 +24,7 @@ from ...errors import FeedstockError
 from ...text_input import load_yaml, read_text
 from ...layout import Feedstock, load_feedstock
 from ...platforms import Platform
-from localbuild.suggest import close_names
+from common.suggest import close_names
 from .jinja_functions import DEFERRED_PINS, resolve_pin_tokens
 from .matrix import explode
 from .recipe_render import HASH_PLACEHOLDER, read_recipe, render_recipe_text

@@ -15,7 +15,7 @@ import jinja2
 
 from ...errors import FeedstockError
 from ...platforms import Platform, environ_with, selector_namespace
-from localbuild.suggest import close_names
+from common.suggest import close_names
 from ...text_input import load_yaml, read_text
 from .jinja_functions import make_functions
 from .selectors import select_lines

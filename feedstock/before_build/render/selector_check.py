@@ -13,7 +13,7 @@ from pathlib import Path
 from ...errors import FeedstockError
 from ...layout import Feedstock
 from ...platforms import known_selector_names
-from localbuild.suggest import close_names
+from common.suggest import close_names
 from ...text_input import read_text
 from .selectors import check_selector, selector_names, split_selectors
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from feedstock.after_build.downstream.catalog import load_catalog, dependents_test_dir
+from feedstock.dependents_catalog import load_catalog, dependents_test_dir
 from feedstock.after_build.downstream.channel import TorchBuild, flavour_of, matching
 from feedstock.after_build.downstream.environment import cuda_of
 from feedstock.after_build.downstream.run import libtorch_pin_problem

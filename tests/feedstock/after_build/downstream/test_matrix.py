@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from feedstock.after_build.downstream.catalog import load_catalog, version_spec_problem
+from feedstock.dependents_catalog import load_catalog, version_spec_problem
 from feedstock.after_build.downstream.channel import TorchBuild
 from feedstock.after_build.downstream.conda_package import cache_key, recipe_for, torch_tag
 from feedstock.after_build.downstream.matrix import (Cell, Matrix, MatrixRow, columns_of, not_applicable,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from feedstock.after_build.downstream.catalog import load_catalog
+from feedstock.dependents_catalog import load_catalog
 from feedstock.before_build.render.outputs import render_ci_config
 from tests.support.paths import CPU_GENERIC_JOB, REPO_ROOT
 

@@ -114,7 +114,7 @@ def _build(rig: Rig, env_file: Path, output: Path, links: Path, *extra: str, env
 
 @pytest.fixture(scope="module")
 def stage(request: pytest.FixtureRequest, rig: Rig, tmp_path_factory: pytest.TempPathFactory) -> Stage:
-    from feedstock.after_build.downstream.catalog import load_catalog
+    from feedstock.dependents_catalog import load_catalog
     from feedstock.after_build.downstream.sources import default_cache, fetch
 
     from dataclasses import replace

@@ -1,7 +1,7 @@
-"""localbuild/suggest.py: the one 'did you mean', for build-locally.py and the feedstock tools."""
+"""common/suggest.py: the one 'did you mean', for build-locally.py and the feedstock tools."""
 from __future__ import annotations
 
-from localbuild.suggest import close_names
+from common.suggest import close_names
 
 JOBS = ["linux_64_blas_implgenericcuda_compiler_version12.9", "linux_64_blas_implmklcuda_compiler_versionNone",
         "linux_aarch64_blas_implgenericcuda_compiler_version12.9", "osx_arm64_"]

@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 
-from ...errors import FeedstockError
-from ...text_input import read_yaml
+from .errors import FeedstockError
+from .text_input import read_yaml
 
 CATALOG = Path("recipe") / "dependents.yaml"
 KINDS = ("pip-wheel", "conda-sdist", "conda-wheel")

@@ -1,11 +1,11 @@
-"""localbuild/driver.py: the one way the tools load the build driver of a feedstock."""
+"""common/driver.py: the one way the tools load the build driver of a feedstock."""
 from __future__ import annotations
 
 import shutil
 
 import pytest
 
-from localbuild.driver import DriverMissing, driver_module
+from common.driver import DriverMissing, driver_module
 from tests.support.paths import REPO_ROOT
 
 

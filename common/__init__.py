@@ -1,0 +1,13 @@
+"""The ground floor: what build-locally (`localbuild/`) and the feedstock tools (`feedstock/`)
+both stand on. Standard library only, and it imports nothing else of this repository, since
+build-locally.py runs in bare environments. `localbuild/` and `feedstock/` never import each
+other; what both need lives here:
+
+- `suggest`: the did-you-mean of a mistyped name;
+- `input_files`: the bounded reading of a file a user gave (regular files only, a size limit)
+  and the limit on a variant matrix;
+- `hashing`: a file's sha256;
+- `driver`: the build driver (recipe/megabuild) loaded from a feedstock.
+
+recipe/megabuild/ stays self-contained: conda-build copies only recipe/.
+"""
