@@ -106,7 +106,7 @@ def _run(gpu_image: dict, *args: str) -> str:
 
 def test_nvcc_came_from_the_channels_and_compiled_for_the_asked_arch(gpu_image):
     said = gpu_image["stdout"]
-    assert "image: build stage: Debian g++, make, ninja-build, git; cuda-nvcc 13.0.*, cuda-cudart-dev ==13.0.96 " \
+    assert "image: build stage: Debian g++, make, ninja-build, git, ccache; cuda-nvcc 13.0.*, cuda-cudart-dev ==13.0.96 " \
            "in /opt/build-dev" in said, said[-2000:]
     assert "image: build stage: building tiny-cuda-ext==0.1 from tiny_cuda_ext-0.1.tar.gz" in said
     assert "(--no-wheel-cache: compiled again)" in said
