@@ -70,7 +70,10 @@ def escapes(root: Path, base: Path, listed: str) -> str | None:
     hostile pull request must not make the tools read /etc/passwd."""
     if Path(listed).is_absolute():
         return f"{listed} is an absolute path"
-    target = (base / listed).resolve()
+    try:
+        target = (base / listed).resolve()
+    except (OSError, RuntimeError):   # a symlink loop: the read that follows names it
+        return None
     if not target.is_relative_to(root.resolve()):
         return f"{listed} resolves to {target}, outside the feedstock"
     return None
