@@ -59,7 +59,12 @@ def run_pytest(python: Path, targets: list[str], cwd: Path, env: dict[str, str],
     report.unlink(missing_ok=True)
     cmd = [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}",
            *(["--pyargs"] if pyargs else []), *targets]
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, env=clean_environ(env, python), timeout=timeout)
+    # the tests' temporary files stay in the row's folder: einops' own suite runs torch.compile,
+    # whose inductor keeps precompiled headers of ~150 MB under tempfile's folder
+    scratch = cwd / "tmp"
+    scratch.mkdir(exist_ok=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, timeout=timeout,
+                          env=clean_environ({"TMPDIR": str(scratch), **env}, python))
     (cwd / "pytest-output.txt").write_text(proc.stdout + proc.stderr)
     if not report.is_file():  # pytest did not get as far as running tests
         return TestCounts(failed=1, first_failure=f"pytest: {first_line(proc.stderr) or first_line(proc.stdout)}")

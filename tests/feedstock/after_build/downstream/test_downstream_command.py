@@ -117,6 +117,19 @@ def test_pytest_counts_come_from_its_junit_report(tmp_path):
     assert counts.first_failure.startswith("test_bad: AssertionError: one is not two")
 
 
+def test_the_dependents_tests_keep_their_temporary_files_in_the_rows_folder(tmp_path):
+    """einops' own suite runs torch.compile, whose inductor put ~150 MB of precompiled headers
+    under /tmp/torchinductor_$USER: a downstream run left them behind."""
+    (tmp_path / "test_tmp.py").write_text(
+        "import tempfile\n"
+        "def test_where():\n"
+        "    open(__import__('os').path.join(tempfile.gettempdir(), 'left.txt'), 'w').write('x')\n"
+        "    assert tempfile.gettempdir().endswith('/tmp')\n")
+    counts = run_pytest(Path(sys.executable), ["test_tmp.py"], tmp_path, {})
+    assert (counts.passed, counts.failed) == (1, 0), counts.first_failure
+    assert (tmp_path / "tmp" / "left.txt").is_file()
+
+
 def test_table_has_a_row_each_and_the_notes():
     rows = [Row("a", "1", "pip wheel", "2.14.1 cuda130_generic_py311", "yes", 4, 0, 0, 12.3, "passed"),
             Row("b", "2", "rattler-build sdist", result="failed", note="x.cpp:1:2: error: boom")]
