@@ -56,3 +56,18 @@ def read_regular(path: Path, limit: int = MAX_INPUT_BYTES) -> bytes:
     if len(data) > limit:
         raise NotARegularFile(errno.EFBIG, f"larger than {limit >> 20} MiB, the limit for this file", str(path))
     return data
+
+
+def too_many_variants(axes: list[tuple[str, int]]) -> str | None:
+    """None when the product of the axes' value counts (a key, or a zip_keys group as `a/b`, and
+    its number of values) is within MAX_VARIANTS; else the part of the one-line refusal both the
+    renderer and build-locally give: the count, the limit and the widest keys."""
+    size = 1
+    for _, count in axes:
+        size *= max(count, 1)
+    if size <= MAX_VARIANTS:
+        return None
+    widest = sorted((axis for axis in axes if axis[1] > 1), key=lambda axis: -axis[1])
+    named = " x ".join(f"{key} ({count} values)" for key, count in widest[:6])
+    more = f" x {len(widest) - 6} more keys" if len(widest) > 6 else ""
+    return f"{size:,} combinations (the limit is {MAX_VARIANTS:,}), from {named}{more}"

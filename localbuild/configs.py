@@ -11,7 +11,7 @@ from typing import Any
 from . import ci_yaml
 from common.driver import DriverMissing, driver_module
 from .errors import EXIT_PREFLIGHT, EXIT_USAGE, LocalBuildError
-from common.input_files import MAX_VARIANTS
+from common.input_files import too_many_variants
 
 CI_SUPPORT = ".ci_support"
 
@@ -220,16 +220,10 @@ def _check_combinations(data: dict, rel: str) -> None:
             if isinstance(value, list) and key not in in_zip and key not in NOT_VARIANT_KEYS]
     axes += [("/".join(map(str, group)), len(data.get(group[0]) or [])) for group in zipped
              if group and isinstance(data.get(group[0]), list)]
-    size = 1
-    for _, count in axes:
-        size *= max(count, 1)
-    if size <= MAX_VARIANTS:
-        return
-    widest = sorted((axis for axis in axes if axis[1] > 1), key=lambda axis: -axis[1])
-    named = " x ".join(f"{key} ({count} values)" for key, count in widest[:6])
-    more = f" x {len(widest) - 6} more keys" if len(widest) > 6 else ""
-    raise LocalBuildError(f"{rel}: its variants would have {size:,} combinations (the limit is {MAX_VARIANTS:,}), "
-                          f"from {named}{more}; regenerate it with `python -m feedstock rerender`", EXIT_USAGE)
+    problem = too_many_variants(axes)
+    if problem:
+        raise LocalBuildError(f"{rel}: its variants would have {problem}; regenerate it with "
+                              "`python -m feedstock rerender`", EXIT_USAGE)
 
 
 def _relative(path: str, root: Path) -> str:

@@ -14,10 +14,11 @@ Each raises ToolchainUnavailable where this machine lacks something (the fixture
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 from pathlib import Path
+
+from common.hashing import sha256_of
 
 from tests.realbuild.cuda import cuda_job, nvcc_major_minor
 from tests.realbuild.cuda_wheel_job import add_wheel_only_libraries, extras_channel, magma_only_variant
@@ -58,16 +59,8 @@ def package_inputs_key(toolchain_session: dict, wheel: Path, cmakecache_dir: Pat
                        *harness, support / "real_wheel", support / "megabuild_project", support / "feedstock_copy.py",
                        support / "feedstock_cli.py", support / "megabuild_harness.py", support / "nvidia_wheels.py",
                        cmakecache_dir],
-                      f"{wheel.name}:{wheel.stat().st_size}:{_sha256(wheel)}", str(toolchain.channel),
+                      f"{wheel.name}:{wheel.stat().st_size}:{sha256_of(wheel)}", str(toolchain.channel),
                       *toolchain.packages, json.dumps(toolchain_session["versions"], sort_keys=True), *extra)
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        while block := f.read(1 << 22):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def keep_packages_only(output_dir: Path) -> None:

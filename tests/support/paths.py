@@ -1,9 +1,12 @@
 """Where the repository and the real data the tests use live."""
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
+
+# where heavy inputs are kept between runs, once per machine (the NVIDIA packages, the 3.13t
+# interpreter, PyPI's build tools, the machine cache): the after-build tools' own cache root
+from feedstock.after_build.user_cache import cache_root  # noqa: F401
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RECIPE_DIR = REPO_ROOT / "recipe"
@@ -15,13 +18,3 @@ CPU_GENERIC_JOB = "linux_64_blas_implgenericc_stdlib_version2.17cuda_compiler_ve
 # the release the recipe packages (what a build from the recipe itself is versioned as); the
 # cached CPU wheel above is older: the real-package tests bump a copy back to it
 RECIPE_VERSION = re.search(r'^{% set version = "([^"]+)" %}', (RECIPE_DIR / "meta.yaml").read_text(), re.M).group(1)
-
-
-def cache_root() -> Path:
-    """Where heavy inputs are kept between runs, once per machine (the NVIDIA packages, the 3.13t
-    interpreter, PyPI's build tools): $PYTORCH_FEEDSTOCK_CACHE, else
-    $XDG_CACHE_HOME/pytorch-feedstock, else ~/.cache/pytorch-feedstock."""
-    explicit = os.environ.get("PYTORCH_FEEDSTOCK_CACHE")
-    if explicit:
-        return Path(explicit)
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pytorch-feedstock"

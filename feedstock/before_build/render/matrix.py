@@ -2,10 +2,9 @@
 from __future__ import annotations
 
 from itertools import product
-from math import prod
 from typing import Any
 
-from common.input_files import MAX_VARIANTS
+from common.input_files import too_many_variants
 
 from ...errors import FeedstockError
 from .variant_config import Spec, zip_groups
@@ -48,14 +47,10 @@ def explode(spec: Spec) -> list[Variant]:
 
 def check_size(axes: list[tuple[tuple[str, ...], list[tuple]]]) -> None:
     """Refuse a matrix over MAX_VARIANTS before making it, naming the keys that make it big."""
-    size = prod(len(values) for _, values in axes)
-    if size <= MAX_VARIANTS:
-        return
-    widest = sorted((axis for axis in axes if len(axis[1]) > 1), key=lambda axis: -len(axis[1]))
-    named = " x ".join(f"{'/'.join(keys)} ({len(values)} values)" for keys, values in widest[:6])
-    more = f" x {len(widest) - 6} more keys" if len(widest) > 6 else ""
-    raise FeedstockError(f"the variant matrix would have {size:,} combinations (the limit is {MAX_VARIANTS:,}), "
-                         f"from {named}{more}; remove values, or zip keys that change together (zip_keys)")
+    problem = too_many_variants([("/".join(keys), len(values)) for keys, values in axes])
+    if problem:
+        raise FeedstockError(f"the variant matrix would have {problem}; remove values, or zip keys that "
+                             "change together (zip_keys)")
 
 
 def loop_keys(variants: list[Variant], subset: set[str] | None = None) -> set[str]:

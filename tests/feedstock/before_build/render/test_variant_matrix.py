@@ -238,7 +238,7 @@ def test_shell_script_sees_the_first_dollar_of_each_line_only(tmp_path):
 
 
 def test_a_matrix_over_the_limit_is_refused_before_it_is_made():
-    from feedstock.before_build.render.matrix import MAX_VARIANTS
+    from common.input_files import MAX_VARIANTS
 
     assert len(explode({"a": list(range(MAX_VARIANTS))})) == MAX_VARIANTS
     with pytest.raises(FeedstockError) as err:
