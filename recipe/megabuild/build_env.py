@@ -108,6 +108,8 @@ CUDA_SYSTEM_LIBS: dict[str, str] = {
     "USE_SYSTEM_NVTX": "nvtx-c",
 }
 # Features whose libraries are not in host: off, so CMake does not pick a system copy up.
+# the build's temporary folder under the source tree, where TMPDIR is not set
+TEMP_DIR_NAME = "megabuild-tmp"
 FEATURES_OFF = ("USE_NUMA", "USE_ITT", "USE_CUFILE")
 MKL_PLATFORMS = ("linux-64", "osx-64", "win-64")
 # what "no value" looks like in a variant (compared lowercased): YAML's nulls and conda-smithy's None
@@ -288,6 +290,11 @@ def build_environment(variant: Mapping[str, str], base: Mapping[str, str], *,
         env["MAX_JOBS"] = str(max_jobs(cpus, mem_available_bytes(meminfo), backend != "cpu"))
     if src_dir is not None:
         env.update(_heavy_pool(base, int(env["MAX_JOBS"]), mem_available_bytes(meminfo), src_dir))
+        if not base.get("TMPDIR"):
+            # the compilers' temporary files stay in the build's tree (run_step makes the folder):
+            # rattler-build runs the script without TMPDIR, and HIP's clang leaves a folder per
+            # compile in /tmp, a shared machine's, which no build should fill
+            env["TMPDIR"] = str(Path(src_dir) / TEMP_DIR_NAME)
 
     env.update(compile_cache.cache_environment(base))
 

@@ -293,3 +293,23 @@ def test_an_override_the_cuda_cannot_build_is_one_line(tmp_path: Path) -> None:
         env_for(tmp_path, {"FEEDSTOCK_CUDA_ARCH_LIST": "5.0;9.0"}, cuda_compiler_version="13.0",
                 gpu_backend="cuda")
     assert "\n" not in str(info.value)
+
+
+def test_compilers_temporary_files_stay_in_the_build_tree(tmp_path: Path) -> None:
+    """rattler-build runs the script without TMPDIR: the driver gives the compilers a folder in
+    the source tree (HIP's clang left a Kernels-* folder per compile in the machine's /tmp);
+    a TMPDIR the caller set is kept."""
+    src = tmp_path / "src"
+    mem = meminfo(tmp_path, 32)
+    assert build_environment(CPU, BASE, meminfo=mem, src_dir=src)["TMPDIR"] == str(src / "megabuild-tmp")
+    assert build_environment(CPU, {**BASE, "TMPDIR": "/scratch"}, meminfo=mem, src_dir=src)["TMPDIR"] == "/scratch"
+
+
+def test_the_step_makes_the_temporary_folder(tmp_path: Path) -> None:
+    from megabuild.steps import run_step
+
+    environ = {**BASE, **CPU, "SRC_DIR": str(tmp_path / "src"), "PREFIX": str(tmp_path / "p"),
+               "PYTHON": "/usr/bin/python3", "PKG_NAME": "no-such-output"}
+    with pytest.raises(MegabuildError, match="no megabuild step"):
+        run_step(BuildContext.from_environ(environ))
+    assert (tmp_path / "src" / "megabuild-tmp").is_dir()

@@ -10,6 +10,7 @@ Before building, every requirement name is looked up in the channel: a missing o
 """
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
@@ -85,6 +86,19 @@ def prepare_project_source(dest: Path, frontend: str = "setup.py") -> Path:
     return dest
 
 
+def write_reproducible_tarball(tarball: Path, tree: Path) -> None:
+    """`tree` packed as `<tree's name>/` in a .tar.gz whose bytes depend on the files alone (no
+    times, owners or gzip stamp): its sha256, which the bump writes into the recipe, is the same
+    in every run, so the bumped recipe can key the machine's package cache."""
+    def same_everywhere(info: tarfile.TarInfo) -> tarfile.TarInfo:
+        info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
+        return info
+
+    with tarball.open("wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=1, mtime=0) as packed, \
+            tarfile.open(fileobj=packed, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        tar.add(tree, arcname=tree.name, filter=same_everywhere)
+
+
 def bumped_feedstock(work: Path, wheel: Path, version: str) -> tuple[Path, Path]:
     """(feedstock copy bumped to `version`, the stand-in source tree the tarball was made of).
 
@@ -99,8 +113,7 @@ def bumped_feedstock(work: Path, wheel: Path, version: str) -> tuple[Path, Path]
         f"Stand-in for the pytorch-v{version} release tarball: the feedstock's PyTorch-shaped test "
         f"project. The payload comes from {wheel.name} through the wheel front end.\n")
     tarball = work / f"pytorch-v{version}.tar.gz"
-    with tarfile.open(tarball, "w:gz", compresslevel=1) as tar:
-        tar.add(source, arcname=source.name)
+    write_reproducible_tarball(tarball, source)
     root = copy_feedstock(work / "feedstock")
     proc = run_feedstock_cli("bump", version, "--source", str(tarball), "--wheel", str(wheel),
                              "--skip-patch-check", "--allow-older", root=root)

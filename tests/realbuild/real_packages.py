@@ -38,29 +38,53 @@ GPU_PACKAGES = {"libtorch", "libtorch-cuda-linalg", "pytorch", "pytorch-gpu"}
 # the build's work folders, the host prefix, the test environments and the installed prefix
 # each hold an unpacked copy of the wheel at some point (plus the NVIDIA packages for CUDA)
 DISK_COPIES = 8
+# what a package build reads of the feedstock (the recipe and the driver, the job files and pins)
+FEEDSTOCK_FILES = ("recipe", ".ci_support", "pinning.yaml", "conda-forge.yml")
 
 
 class WrongNvcc(Exception):
     """This machine's nvcc is not the CUDA version of the wheel (the fixture skips)."""
 
 
-def package_inputs_key(toolchain_session: dict, wheel: Path, cmakecache_dir: Path, *extra: str) -> str:
+def package_inputs_key(toolchain_session: dict, wheel: Path, cmakecache_dir: Path, feedstock_root: Path,
+                       *extra: str) -> str:
     """What the packages of a wheel are made of: the wheel, the toolchain channel (its own key is
-    in its folder's name), the recipe, the bump that moves a feedstock copy to the wheel's
-    release, the wheel front end and this harness, the CMake caches, the job files."""
+    in its folder's name), the feedstock they are built from (a copy the bump moved to the
+    wheel's release, whose recipe names the stand-in tarball's hash; or this repository's recipe
+    and job files), the wheel front end and this harness, the CMake caches.
+
+    The feedstock is keyed by its files, not by the code that bumped them: an edit of the
+    feedstock's tools that leaves the bumped recipe as it was keeps the machine's packages."""
     from tests.support.machine_cache import inputs_key
     from tests.support.paths import REPO_ROOT
 
     support, realbuild = REPO_ROOT / "tests" / "support", REPO_ROOT / "tests" / "realbuild"
     harness = [f for f in realbuild.glob("*.py") if not f.name.startswith("test_")]
     toolchain = toolchain_session["toolchain"]
-    return inputs_key([REPO_ROOT / "recipe", REPO_ROOT / "feedstock" / "before_build", *REPO_ROOT.glob("feedstock/*.py"),
-                       REPO_ROOT / ".ci_support", REPO_ROOT / "pinning.yaml", REPO_ROOT / "conda-forge.yml",
-                       *harness, support / "real_wheel", support / "megabuild_project", support / "feedstock_copy.py",
+    feedstock = inputs_key([feedstock_root / name for name in FEEDSTOCK_FILES], base=feedstock_root)
+    return inputs_key([*harness, support / "real_wheel", support / "megabuild_project", support / "feedstock_copy.py",
                        support / "feedstock_cli.py", support / "megabuild_harness.py", support / "nvidia_wheels.py",
                        cmakecache_dir],
-                      f"{wheel.name}:{wheel.stat().st_size}:{sha256_of(wheel)}", str(toolchain.channel),
-                      *toolchain.packages, json.dumps(toolchain_session["versions"], sort_keys=True), *extra)
+                      f"feedstock:{feedstock}", f"{wheel.name}:{wheel.stat().st_size}:{sha256_of(wheel)}",
+                      str(toolchain.channel), *toolchain.packages,
+                      json.dumps(toolchain_session["versions"], sort_keys=True), *extra)
+
+
+def bumped_for_the_key(work: Path, wheel: Path, version: str) -> tuple[Path, Path]:
+    """The feedstock copy bumped to `version` and its stand-in source, in this run's `work`:
+    made before the machine's cache is asked, since the packages are keyed by the bumped files
+    (seconds; the build copies both into the cache's entry)."""
+    if work.exists():
+        shutil.rmtree(work)
+    return bumped_feedstock(work, wheel, version)
+
+
+def copy_bumped(feedstock: Path, source: Path, work: Path) -> tuple[Path, Path]:
+    """The bumped feedstock and its source copied into `work` (a cache entry's), where the build
+    and later runs read them."""
+    shutil.copytree(feedstock, work / "feedstock")
+    shutil.copytree(source, work / "source" / source.name)
+    return work / "feedstock", work / "source" / source.name
 
 
 def keep_packages_only(output_dir: Path) -> None:
@@ -78,9 +102,11 @@ def cpu_wheel_packages(toolchain_session: dict, torch_wheel: Path, cmakecache_di
     toolchain = toolchain_session["toolchain"]
     variant = toolchain_session["variant"]((WHEEL_PYTHON,), toolchain_session["work"] / "variants" / "cpu-py311.yaml")
 
+    bumped = bumped_for_the_key(toolchain_session["work"] / "wheel-bump", torch_wheel, TORCH_WHEEL_VERSION)
+
     def build_packages(entry: Path) -> dict:
         work = wheel_work_dir(entry / "wheel", torch_wheel, DISK_COPIES)
-        feedstock, source = bumped_feedstock(work, torch_wheel, TORCH_WHEEL_VERSION)
+        feedstock, source = copy_bumped(*bumped, work)
         recipe = copy_recipe(work / "recipe", source, recipe_dir=feedstock / "recipe")
         override = write_frontend_override(work / "wheel_frontend_override.py", torch_wheel,
                                            cmakecache_dir, recipe_patches(feedstock / "recipe" / "meta.yaml"))
@@ -89,7 +115,7 @@ def cpu_wheel_packages(toolchain_session: dict, torch_wheel: Path, cmakecache_di
         keep_packages_only(build.output_dir)
         return {"build_work": work, "feedstock": feedstock, "recipe": recipe, "build": build}
 
-    key = package_inputs_key(toolchain_session, torch_wheel, cmakecache_dir, variant.read_text())
+    key = package_inputs_key(toolchain_session, torch_wheel, cmakecache_dir, bumped[0], variant.read_text())
     built = cached_build("cpu-wheel-packages", key, build_packages)
     work = toolchain_session["work"] / "wheel"
     prefix = work / "elsewhere" / "env"
@@ -114,9 +140,11 @@ def cuda_wheel_packages(toolchain_session: dict, cuda_torch_wheel: Path, cmakeca
     variant = magma_only_variant(toolchain_session["variant"](
         (WHEEL_PYTHON,), toolchain_session["work"] / "variants" / "cuda130-py311.yaml", job=cuda_job(CUDA)))
 
+    bumped = bumped_for_the_key(toolchain_session["work"] / "cuda-wheel-bump", cuda_torch_wheel, CUDA_VERSION)
+
     def build_packages(entry: Path) -> dict:
         work = wheel_work_dir(entry / "cuda-wheel", cuda_torch_wheel, DISK_COPIES)
-        feedstock, source = bumped_feedstock(work, cuda_torch_wheel, CUDA_VERSION)
+        feedstock, source = copy_bumped(*bumped, work)
         recipe = copy_recipe(work / "recipe", source, recipe_dir=feedstock / "recipe")
         add_wheel_only_libraries(recipe)
         nvidia = work / "nvidia-channel"
@@ -133,7 +161,7 @@ def cuda_wheel_packages(toolchain_session: dict, cuda_torch_wheel: Path, cmakeca
         return {"build_work": work, "feedstock": feedstock, "recipe": recipe, "nvidia": nvidia, "extras": extras,
                 "activations": activations, "build": build}
 
-    key = package_inputs_key(toolchain_session, cuda_torch_wheel, cmakecache_dir, variant.read_text(), CUDA)
+    key = package_inputs_key(toolchain_session, cuda_torch_wheel, cmakecache_dir, bumped[0], variant.read_text(), CUDA)
     built = cached_build("cuda-wheel-packages", key, build_packages)
     channels = [toolchain.channel, built["nvidia"], built["extras"]]
     work = toolchain_session["work"] / "cuda-wheel"

@@ -57,4 +57,4 @@ def rocm_packages_key(toolchain_session: dict, torch_wheel: Path, arch: str) -> 
     hipcc = shutil.which("hipcc")
     version = subprocess.run([hipcc, "--version"], capture_output=True, text=True).stdout if hipcc else "no hipcc"
     return package_inputs_key(toolchain_session, torch_wheel, REPO_ROOT / "tests" / "fixtures" / "pytorch-cmakecache",
-                              arch, version, ROCM_JOB, PYTHON)
+                              REPO_ROOT, arch, version, ROCM_JOB, PYTHON)

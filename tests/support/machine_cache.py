@@ -29,15 +29,15 @@ T = TypeVar("T")
 RESULT = "result.pickle"
 
 
-def inputs_key(paths: Iterable[Path], *extra: str) -> str:
-    """sha256 of every file under `paths` (name relative to the repository, bytes) and `extra`."""
+def inputs_key(paths: Iterable[Path], *extra: str, base: Path = REPO_ROOT) -> str:
+    """sha256 of every file under `paths` (name relative to `base`, bytes) and `extra`."""
     digest = hashlib.sha256()
     for path in sorted({Path(p) for p in paths}):
         files = sorted(f for f in path.rglob("*") if f.is_file()) if path.is_dir() else [path]
         for file in files:
             if "__pycache__" in file.parts or file.suffix == ".pyc":
                 continue
-            name = file.relative_to(REPO_ROOT) if file.is_relative_to(REPO_ROOT) else file
+            name = file.relative_to(base) if file.is_relative_to(base) else file
             digest.update(f"{name}\0".encode() + file.read_bytes() + b"\0")
     for text in extra:
         digest.update(text.encode() + b"\0")
