@@ -101,6 +101,12 @@ def _wide_matrix(data: bytes) -> bytes:
     return data.rstrip(b"\n") + b"\n" + keys
 
 
+def _bad_shape(data: bytes) -> bytes | None:
+    # a setting of conda-forge.yml in a shape conda-smithy's schema refuses: a nested list
+    new, count = re.subn(rb"^(\s+pkg_format:).*$", rb"\1 [[2]]", data, count=1, flags=re.M)
+    return new if count else None
+
+
 CONTENT: dict[str, Callable[[bytes], bytes | None]] = {
     "non-utf8": _non_utf8,
     "bom": lambda data: b"\xef\xbb\xbf" + data,
@@ -114,6 +120,7 @@ CONTENT: dict[str, Callable[[bytes], bytes | None]] = {
     "deep": _deep,
     "aliases": _aliases,
     "wide-matrix": _wide_matrix,
+    "bad-shape": _bad_shape,
 }
 # what the file is rather than what it holds: a FIFO would block a reader forever, a device
 # (/dev/zero behind a symlink) feed it until memory runs out
@@ -137,7 +144,7 @@ ALL_BREAKAGES = (*CONTENT, *SHAPE)
 YAML_BREAKAGES = ALL_BREAKAGES
 TEXT_BREAKAGES = tuple(b for b in ALL_BREAKAGES if b not in ("unknown-key", "duplicated-key",
                                                              "unknown-selector", "truncated", "deep", "aliases",
-                                                             "wide-matrix"))
+                                                             "wide-matrix", "bad-shape"))
 
 
 def break_file(path: Path, how: str) -> bool:
@@ -211,12 +218,13 @@ def all_cases() -> list[Case]:
         cbc: YAML_BREAKAGES, "conda-forge.yml": YAML_BREAKAGES, "ci-runners.yml": YAML_BREAKAGES,
         "pinning.yaml": YAML_BREAKAGES, meta: YAML_BREAKAGES})
     cases += _files("feedstock rerender --check", ("rerender", "--check"), {
-        cbc: ("non-utf8", "unknown-selector", "folder", "wide-matrix"), "conda-forge.yml": ("non-utf8", "unknown-key")})
+        cbc: ("non-utf8", "unknown-selector", "folder", "wide-matrix"),
+        "conda-forge.yml": ("non-utf8", "unknown-key", "bad-shape")})
     cases += _files("feedstock render", ("render", CPU_CONFIG), {job: YAML_BREAKAGES, meta: YAML_BREAKAGES})
     cases += _files("feedstock lint", ("lint",), {
         "recipe/dependents.yaml": ("non-utf8", "empty", "truncated", "binary", "folder"),
         cbc: ("non-utf8", "binary", "folder", "symlink-loop", "unknown-selector", "wide-matrix"),
-        "conda-forge.yml": ("non-utf8", "unknown-key", "truncated"),
+        "conda-forge.yml": ("non-utf8", "unknown-key", "truncated", "bad-shape"),
         job: ("non-utf8", "empty", "folder")})
     cases += _files("feedstock parity", ("parity",), {
         rattler: ("non-utf8", "empty", "truncated", "binary", "folder", "symlink-loop"),

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Iterable
 
 from .errors import FeedstockError
+from .forge_config_schema import check_shapes
 from .text_input import read_yaml
 from .platforms import KNOWN_SUBDIRS, Platform
 from common.suggest import close_names
@@ -176,6 +177,7 @@ def load_feedstock(root: Path) -> Feedstock:
         if str(key) not in FORGE_CONFIG_KEYS:
             raise FeedstockError(f"conda-forge.yml: unknown top-level key '{key}' (conda-smithy's "
                                  f"schema allows no others); {did_you_mean(str(key), FORGE_CONFIG_KEYS)}")
+    check_shapes(config)
     for section in ("provider", "build_platform"):
         if not isinstance(config.get(section) or {}, dict):
             raise FeedstockError(f"conda-forge.yml: {section} must be a mapping of platform names; fix it")

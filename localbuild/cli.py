@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from . import engine as engines
-from .gpu_archs import check_arch_options_apply
+from .gpu_archs import check_arch_options_apply, check_gpu_tests_apply
 from . import rattler
 from .channels import parse_channels
 from .configs import CiConfig, config_names, load_config
@@ -281,7 +281,9 @@ def _main(root: Path, args: argparse.Namespace, command_line: str) -> int:
     overrides = parse_overrides(args.python, args.cuda_arch, args.rocm_arch, args.jobs,
                                 args.ccache, args.dev_tag, args.compile_cache,
                                 args.compile_cache_read_only, args.heavy_jobs)
-    check_arch_options_apply({config(name).gpu[0] for name in chosen}, args.cuda_arch, args.rocm_arch)
+    backends = {config(name).gpu[0] for name in chosen}
+    check_arch_options_apply(backends, args.cuda_arch, args.rocm_arch)
+    check_gpu_tests_apply(backends, args.gpu_tests)
     options = Options(
         feedstock_root=root, engine=engines.resolve_engine(args.engine, environ),
         # HPC nodes have no Docker: a Slurm task builds natively unless an engine is named
@@ -306,6 +308,11 @@ def _main(root: Path, args: argparse.Namespace, command_line: str) -> int:
         raise LocalBuildError(f"nothing this machine can build ({reasons})", EXIT_USAGE)
     if options.source_tarball is not None:  # before anything is written, dry runs too
         check_tarball(options.source_tarball, list(dict.fromkeys(p.source for p in plans if p.source)))
+    if slurm is None and args.array_task is None:
+        # the same line in a dry run as in the run (a Slurm job's nodes count their own cores)
+        from .preflight import check_cpu_count
+
+        check_cpu_count(options.cpu_count)
     if slurm is not None:
         from .slurm.batch import run_slurm
 

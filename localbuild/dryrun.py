@@ -144,7 +144,9 @@ def print_plans(plans: list[BuildPlan], options: Options, batch: BatchOptions,
             write(f"dev build:    FEEDSTOCK_DEV_TAG={plan.dev_tag} (build strings carry dev{plan.dev_tag}_)")
         if renderer is None:
             renderer = load_renderer()
-        pythons = set(options.overrides.pythons) if plan.derived_config else None
+        # only a --python subset leaves outputs out: --channel alone derives a config that
+        # builds every Python of the original
+        pythons = set(options.overrides.pythons) if plan.derived_config and options.overrides.pythons else None
         for line in describe_outputs(options.feedstock_root, plan.name, renderer, plan.dev_tag,
                                      pythons):
             write(line)

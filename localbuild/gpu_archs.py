@@ -58,3 +58,11 @@ def check_arch_options_apply(backends: set[str], cuda_arch: str | None, rocm_arc
                                   f"configs, and none is selected (their backends: "
                                   f"{', '.join(sorted(backends))}); drop {flag} or select a "
                                   f"{backend} config", EXIT_USAGE)
+
+
+def check_gpu_tests_apply(backends: set[str], gpu_tests: bool) -> None:
+    """--gpu-tests where every selected config is a CPU one would be ignored without a word."""
+    if gpu_tests and backends <= {"cpu"}:
+        raise LocalBuildError("--gpu-tests gives GPU configs the host's GPU for their tests, and "
+                              "every selected config is a CPU one; drop --gpu-tests or select a "
+                              "cuda or rocm config", EXIT_USAGE)

@@ -24,6 +24,8 @@ _CUDA_ARCH = re.compile(r"^\d+\.\d+[af]?(\+PTX)?$")
 _ROCM_ARCH = re.compile(r"^gfx[0-9a-f]+(:(xnack|sramecc)[+-])*$")
 _DEV_TAG = re.compile(r"^[A-Za-z0-9]{1,32}$")
 COMPILE_CACHE_SCHEMES = ("redis", "http")
+# more parallel compiles than any one machine runs: a bigger number is a typo (ninja takes an int)
+MAX_JOBS = 1024
 COMPILE_CACHE_PASSWORD = "FEEDSTOCK_COMPILE_CACHE_PASSWORD"
 
 
@@ -67,6 +69,11 @@ def parse_compile_cache(value: str) -> str:
     return value
 
 
+def _shown_number(value: int) -> str:
+    text = str(value)
+    return text if len(text) <= 12 else f"{text[:6]}... ({len(text)} digits)"
+
+
 def parse_overrides(pythons: list[str] | None, cuda_arch: str | None, rocm_arch: str | None,
                     jobs: int | None, ccache: str | None, dev_tag: str | None,
                     compile_cache: str | None = None,
@@ -83,11 +90,12 @@ def parse_overrides(pythons: list[str] | None, cuda_arch: str | None, rocm_arch:
                                       EXIT_USAGE)
             if part not in wanted_pythons:
                 wanted_pythons.append(part)
-    if jobs is not None and jobs < 1:
-        raise LocalBuildError(f"--jobs {jobs}: must be 1 or more", EXIT_USAGE)
-    if heavy_jobs is not None and heavy_jobs < 1:
-        raise LocalBuildError(f"--heavy-jobs {heavy_jobs}: the heavy targets' job pool needs 1 or more "
-                              "(leave it out to size the pool from memory)", EXIT_USAGE)
+    if jobs is not None and not 1 <= jobs <= MAX_JOBS:
+        raise LocalBuildError(f"--jobs {_shown_number(jobs)}: give 1 to {MAX_JOBS} parallel compiles "
+                              "(leave it out to size it from cores and memory)", EXIT_USAGE)
+    if heavy_jobs is not None and not 1 <= heavy_jobs <= MAX_JOBS:
+        raise LocalBuildError(f"--heavy-jobs {_shown_number(heavy_jobs)}: the heavy targets' job pool "
+                              f"needs 1 to {MAX_JOBS} (leave it out to size the pool from memory)", EXIT_USAGE)
     if dev_tag is not None and not _DEV_TAG.match(dev_tag):
         raise LocalBuildError(f"--dev-tag {dev_tag!r}: use 1-32 letters or digits "
                               "(it becomes part of the build string)", EXIT_USAGE)

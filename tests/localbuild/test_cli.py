@@ -261,6 +261,14 @@ def test_dry_run_uses_the_renderer_when_it_runs(fs):
     assert ("outputs:      2 (1 for Pythons this dev build skips are left out)\n"
             "  libtorch-2.13.0-devpy312_cuda129_mkl_h1234567_300\n"
             "  pytorch-2.13.0-devpy312_cuda129_py312_h1_300\n") in proc.stdout
+    # --channel alone derives a config too, for a release build of every Python: none left out
+    channel = fs.root / "site-channel"
+    (channel / "noarch").mkdir(parents=True)
+    (channel / "noarch" / "repodata.json").write_text('{"packages": {}}')
+    proc = fs.run("--dry-run", CUDA129, "--channel", str(channel), isolated=False)
+    assert proc.returncode == 0, proc.stderr
+    assert ("outputs:      3\n  libtorch-2.13.0-cuda129_mkl_h1234567_300\n"
+            "  pytorch-2.13.0-cuda129_py311_h1_300\n  pytorch-2.13.0-cuda129_py312_h1_300") in proc.stdout
 
 
 def test_dry_run_with_tools_that_cannot_start_still_works(fs):
@@ -301,7 +309,9 @@ def test_dry_run_python_subset_writes_nothing(fs):
     (["--cuda-arch", "sm_90"], "--cuda-arch 'sm_90'"),
     (["--rocm-arch", "mi250"], "--rocm-arch 'mi250'"),
     (["--jobs", "0"], "--jobs 0"),
-    (["--heavy-jobs", "0"], "--heavy-jobs 0: the heavy targets' job pool needs 1 or more"),
+    (["--heavy-jobs", "0"], "--heavy-jobs 0: the heavy targets' job pool needs 1 to 1024"),
+    (["--jobs", "9" * 20], "--jobs 999999... (20 digits): give 1 to 1024 parallel compiles"),
+    (["--heavy-jobs", "1025"], "--heavy-jobs 1025"),
     (["--dev-tag", "a-b"], "--dev-tag 'a-b'"),
     (["--output-id", "pytorch*"], "--output-id works with --debug only"),
     (["--upload"], "--upload needs BINSTAR_TOKEN"),
@@ -392,14 +402,26 @@ def test_too_little_disk(fs):
     assert fs.runs() == []
 
 
-def test_cpu_count_above_cores(fs):
-    proc = fs.run(CPU_MKL, env=fs.env(CPU_COUNT=str((os.cpu_count() or 1) + 64)))
+@pytest.mark.parametrize("dry_run", [(), ("--dry-run",)], ids=["run", "dry-run"])
+def test_cpu_count_above_cores(fs, dry_run):
+    """The run and its dry run refuse a CPU_COUNT with the same line."""
+    proc = fs.run(CPU_MKL, *dry_run, env=fs.env(CPU_COUNT=str((os.cpu_count() or 1) + 64)))
     assert proc.returncode == 3
     assert "usable cores" in one_error_line(proc)
-    proc = fs.run(CPU_MKL, env=fs.env(CPU_COUNT="many"))
+    proc = fs.run(CPU_MKL, *dry_run, env=fs.env(CPU_COUNT="many"))
     assert proc.returncode == 3
     assert "not a positive number" in one_error_line(proc)
     assert fs.runs() == []
+
+
+@pytest.mark.parametrize("dry_run", [(), ("--dry-run",)], ids=["run", "dry-run"])
+def test_gpu_tests_on_cpu_configs_only_is_refused(fs, dry_run):
+    """The run would give no container a GPU: refused, in the dry run as in the run."""
+    proc = fs.run(CPU_MKL, CPU_GENERIC, "--gpu-tests", *dry_run)
+    assert proc.returncode == 2
+    assert "every selected config is a CPU one; drop --gpu-tests" in one_error_line(proc)
+    assert fs.runs() == []
+    assert fs.run(CPU_MKL, CUDA129, "--gpu-tests", "--dry-run").returncode == 0
 
 
 def test_native_without_conda_build(fs, tmp_path):
