@@ -39,8 +39,12 @@ def ctrl_c_as_usual():
 def torch_caches_in_the_run(tmp_path_factory: pytest.TempPathFactory):
     """torch.compile's and Triton's caches (which the real torch wheels fill) go into the run's
     folder, not /tmp/torchinductor_$USER: CI's /tmp is shared and must be left as found."""
+    variables = (("TORCHINDUCTOR_CACHE_DIR", "inductor"), ("TRITON_CACHE_DIR", "triton"))
+    if all(os.environ.get(variable) for variable, _ in variables):
+        yield   # a pytest run inside a test inherits the outer run's: no folder of its own to leave
+        return
     folder = tmp_path_factory.mktemp("torch-caches")
-    for variable, name in (("TORCHINDUCTOR_CACHE_DIR", "inductor"), ("TRITON_CACHE_DIR", "triton")):
+    for variable, name in variables:
         os.environ.setdefault(variable, str(folder / name))
     yield
 
@@ -286,14 +290,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     """With FEEDSTOCK_TEST_TIMELINE=DIR, each worker appends when each phase of each test ended
     and how long it took to DIR/timeline-<worker>.jsonl: the schedule of a run, to see which
     worker waited on which shared fixture (docs/real-tool-checks.md, "Two workers")."""
-    folder = os.environ.get("FEEDSTOCK_TEST_TIMELINE")
-    if not folder or getattr(report, "node", None) is not None:   # the controller's copy of a worker's report
+    if getattr(report, "node", None) is not None:   # the controller's copy of a worker's report
         return
-    import json
-    import time
+    from tests.support.shared_fixture import write_timeline
 
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
-    line = {"end": round(time.time(), 2), "worker": worker, "test": report.nodeid, "phase": report.when,
-            "seconds": round(report.duration, 2), "outcome": report.outcome}
-    with open(Path(folder) / f"timeline-{worker}.jsonl", "a", encoding="utf-8") as out:
-        out.write(json.dumps(line) + "\n")
+    write_timeline(test=report.nodeid, phase=report.when, seconds=round(report.duration, 2), outcome=report.outcome)

@@ -64,13 +64,19 @@ def build_once(tmp_path_factory: pytest.TempPathFactory, name: str, build: Calla
         return value
 
 
-def _timeline(name: str, seconds: float) -> None:
-    """With FEEDSTOCK_TEST_TIMELINE=DIR, one line for the build of a shared fixture (tests/conftest.py
-    writes the tests' lines there): which part of a module's setup was the shared work."""
+def write_timeline(**fields: object) -> None:
+    """With FEEDSTOCK_TEST_TIMELINE=DIR, one JSON line (the time it ended, the worker, `fields`)
+    appended to DIR/timeline-<worker>.jsonl (the folder made if needed): tests/conftest.py writes
+    one per test phase, `_timeline` one per shared build."""
     folder = os.environ.get("FEEDSTOCK_TEST_TIMELINE")
     if not folder:
         return
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
-    line = {"end": round(time.time(), 2), "worker": worker, "shared": name, "seconds": round(seconds, 2)}
+    Path(folder).mkdir(parents=True, exist_ok=True)
     with open(Path(folder) / f"timeline-{worker}.jsonl", "a", encoding="utf-8") as out:
-        out.write(json.dumps(line) + "\n")
+        out.write(json.dumps({"end": round(time.time(), 2), "worker": worker, **fields}) + "\n")
+
+
+def _timeline(name: str, seconds: float) -> None:
+    """Which part of a module's setup was the shared work."""
+    write_timeline(shared=name, seconds=round(seconds, 2))

@@ -13,7 +13,7 @@ from feedstock.after_build.image.rootfs import SOURCE_DATE_EPOCH
 from ...errors import FeedstockError
 from . import environment
 from .base import Base, debian_base, given_base, runtime_packages
-from .layers import tree_names, write_layer
+from .layers import tree_names, unpack_layers, write_layer
 from .oci import Layout, apptainer_recipe
 from .build_stage import build_wheels
 from .build_tools import toolset
@@ -178,7 +178,10 @@ def _build_in(tmp: Path, opts: Options, image: Definition, pips: PipPlan, access
     roles += ["torch", "environment"]
     if pips.runtime or pips.build:
         rootfs = work / "rootfs"
-        layout.unpack_rootfs(rootfs)
+        if base.kind == "rootfs":   # the layers' own tars, uncompressed, are still here
+            unpack_layers([base.path, layers_dir / "torch.tar", layers_dir / "environment.tar"], rootfs)
+        else:
+            layout.unpack_rootfs(rootfs)
         # before the slow part: a python that cannot start fails every pip step
         check_python(opts.engine, rootfs, "the image")
         wheels: list[Path] = []

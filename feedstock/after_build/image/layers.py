@@ -9,6 +9,8 @@ import tarfile
 from pathlib import Path
 from typing import Iterable
 
+from .tools import run
+
 
 def _info(path: Path, name: str, mtime: int) -> tarfile.TarInfo:
     st = path.lstat()
@@ -64,3 +66,13 @@ def tree_names(root: Path) -> list[str]:
         for name in dirnames + filenames:
             names.append(name if rel == "." else f"{rel}/{name}")
     return sorted(names)
+
+
+def unpack_layers(tars: Iterable[Path], dest: Path) -> None:
+    """The root filesystem that layer tars make, applied in order (none holds a whiteout: a
+    rootfs base and our own layers): what `umoci raw unpack` gives from the OCI layout, without
+    decompressing the GBs of the torch layer again (85 s of a 217 s CPU image build)."""
+    dest.mkdir(parents=True)
+    for tar in tars:
+        run(["tar", "--extract", "--file", str(tar), "--directory", str(dest), "--numeric-owner"],
+            f"unpacking {tar.name} into the image's root filesystem")
