@@ -17,7 +17,9 @@ The tools' one reader of input files:
 """
 from __future__ import annotations
 
+import copy
 import errno
+import functools
 import json
 import os
 from pathlib import Path
@@ -148,6 +150,27 @@ def check_shape(text: str, aliases: bool = False) -> None:
                                     "expanded, the limit for an input file")
 
 
+@functools.lru_cache(maxsize=1024)
+def _parsed(text: str, strings: bool, aliases: bool) -> Any:
+    """The parse of a text, kept: lint renders one recipe for every variant of every job, and
+    two in three of those texts are ones it has parsed before. Refusals are raised each time
+    (lru_cache keeps only results); callers get a deep copy to change as they like."""
+    check_shape(text, aliases)
+    return yaml.load(text, Loader=StringLoader if strings else TypedLoader)
+
+
+def _copied(value: Any) -> Any:
+    """A copy of parsed YAML for a caller to change: new dicts and lists all the way down, the
+    same immutable scalars (three times faster than copy.deepcopy, which the odd rest gets)."""
+    if type(value) is dict:
+        return {key: _copied(item) for key, item in value.items()}
+    if type(value) is list:
+        return [_copied(item) for item in value]
+    if isinstance(value, (str, int, float, bool, type(None))):
+        return value
+    return copy.deepcopy(value)
+
+
 def load_yaml(text: str, label: str, *, strings: bool = False, line_map: Sequence[int] | None = None,
               context: str = "", aliases: bool = False) -> Any:
     """YAML of one input file. ``line_map[n-1]`` is the file's line of the text's line n (when
@@ -157,8 +180,7 @@ def load_yaml(text: str, label: str, *, strings: bool = False, line_map: Sequenc
         return line_map[line - 1] if line_map and 0 < line <= len(line_map) else line
 
     try:
-        check_shape(text, aliases)
-        return yaml.load(text, Loader=StringLoader if strings else TypedLoader)
+        return _copied(_parsed(text, strings, aliases))
     except _ShapeError as err:
         raise UnreadableInput(f"{label}:{original(err.line)}: {err.message}{context}") from None
     except DuplicateKeyError as err:

@@ -105,3 +105,17 @@ def test_the_limits_leave_room_for_the_real_inputs(repo_root):
     for path in [*repo_root.glob("*.yml"), *repo_root.glob("*.yaml"), *(repo_root / ".ci_support").glob("*.yaml"),
                  repo_root / "recipe" / "conda_build_config.yaml", repo_root / "recipe" / "dependents.yaml"]:
         read_yaml(path, strings=True)
+
+
+def test_a_text_parsed_before_comes_back_as_a_copy_of_its_own():
+    """load_yaml keeps each text's parse (lint renders many variants to the same text): a caller
+    that changes what it got changes nothing for the next caller, and a refusal is raised every
+    time, with the label of that call."""
+    text = "a:\n  b: [1, 2]\n  c: {d: x}\n"
+    first = load_yaml(text, "one.yaml")
+    first["a"]["b"].append(3)
+    first["a"]["c"]["d"] = "changed"
+    assert load_yaml(text, "two.yaml") == {"a": {"b": [1, 2], "c": {"d": "x"}}}
+    for label in ("one.yaml", "two.yaml"):
+        with pytest.raises(UnreadableInput, match=f"^{label}:2: key 'k' is given twice"):
+            load_yaml("k: 1\nk: 2\n", label)
