@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -113,6 +114,10 @@ def import_image(engine: str, rootfs: Path, tag: str) -> None:
         raise ImageError(f"{engine} import failed: {proc.stderr.strip()[-300:]}")
 
 
+def _interrupted(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt   # SIGTERM cleans up as Ctrl-C does
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("config", help="config name in .ci_support/ (its docker_image is the tag)")
@@ -121,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--engine", default="podman", help="podman (default) or docker")
     parser.add_argument("--tag", help="image name instead of the config's docker_image")
     args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, _interrupted)
     try:
         if args.config not in config_names(ROOT):
             raise ImageError(f"config {args.config!r} not found in {ROOT / '.ci_support'}")
@@ -139,6 +145,10 @@ def main(argv: list[str] | None = None) -> int:
     except ImageError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:   # the temporary folders went with their `with` blocks
+        print("error: stand-in image interrupted; nothing was kept (no rootfs tar, no image)",
+              file=sys.stderr)
+        return 130
     print(f"stand-in image: tagged {tag}")
     return 0
 

@@ -41,6 +41,27 @@ def copy_home_hook(home: Path) -> str:
             f"{str(home).lstrip('/')} | tar -C \"$1\" -xf -")
 
 
+def run_to_its_end(command: list[str], env: dict[str, str], grace: float = 60) -> subprocess.CompletedProcess:
+    """Run a child that cleans up after itself when asked to stop. On Ctrl-C, or SIGTERM raised
+    as KeyboardInterrupt, it gets SIGTERM and `grace` seconds to unmount and remove what it made
+    (SIGKILL, subprocess.run's answer, left mmdebstrap's GB-sized root behind), then the
+    interruption goes on."""
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = proc.communicate()
+    except BaseException:
+        proc.terminate()
+        try:
+            proc.wait(timeout=grace)   # not its output: a grandchild may hold the pipes open
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        for pipe in (proc.stdout, proc.stderr):
+            pipe.close()
+        raise
+    return subprocess.CompletedProcess(command, proc.returncode, out, err)
+
+
 def debian_rootfs(target: Path, packages: tuple[str, ...], hooks: list[str],
                   excludes: tuple[str, ...] = DPKG_EXCLUDES) -> None:
     """mmdebstrap's minbase with `packages`, customised by `hooks` ("$1" is the root), written
@@ -55,8 +76,9 @@ def debian_rootfs(target: Path, packages: tuple[str, ...], hooks: list[str],
                    f"--include={','.join(packages)}",
                    *[f"--dpkgopt=path-exclude={path}" for path in excludes],
                    *[f"--customize-hook={hook}" for hook in hooks], SUITE, str(partial)]
-        env = dict(os.environ, SOURCE_DATE_EPOCH=SOURCE_DATE_EPOCH)
-        proc = subprocess.run(command, env=env, capture_output=True, text=True)
+        # mmdebstrap's own temporary root goes into ours, removed with it whatever happens
+        env = dict(os.environ, SOURCE_DATE_EPOCH=SOURCE_DATE_EPOCH, TMPDIR=tmp)
+        proc = run_to_its_end(command, env)
         if proc.returncode != 0:
             raise RootfsError(f"mmdebstrap failed: {proc.stderr.strip()[-400:]}")
         os.replace(partial, target)
