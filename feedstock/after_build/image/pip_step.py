@@ -7,6 +7,8 @@ are installed from a read-only mount; nothing is compiled here (the image has no
 """
 from __future__ import annotations
 
+import csv
+import json
 from pathlib import Path
 
 from ...errors import FeedstockError
@@ -49,3 +51,28 @@ def pip_layer(rootfs: Path, plan_lines: list[str], label: str, torch_version: st
     if replaced:
         raise FeedstockError(f"pip would install {replaced[0]} over the image's torch {torch_version} "
                              f"(a dependency of {label} asks for it)", exit_code=1)
+    forget_build_stage_urls(out)
+
+
+def forget_build_stage_urls(out: Path) -> list[str]:
+    """Drop the direct_url.json that pip wrote for the build stage's wheels (and its RECORD
+    line): it names file:///pip-wheels/..., a mount that exists only during the build, and
+    `pip freeze` in the image would print that path instead of NAME==VERSION. Returns the
+    dist-info folders changed."""
+    changed = []
+    for direct_url in sorted(out.rglob("*.dist-info/direct_url.json")):
+        try:
+            url = json.loads(direct_url.read_text()).get("url", "")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if not str(url).startswith(f"file://{WHEELS_MOUNT}/"):
+            continue   # an index's or a link's own URL stays: it is where the package came from
+        direct_url.unlink()
+        record = direct_url.parent / "RECORD"
+        if record.is_file():
+            entry = f"{direct_url.parent.name}/direct_url.json"
+            kept = [line for line in record.read_text().splitlines(keepends=True)
+                    if next(csv.reader([line]), [""])[0] != entry]
+            record.write_text("".join(kept))
+        changed.append(direct_url.parent.name)
+    return changed

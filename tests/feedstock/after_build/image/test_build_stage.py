@@ -178,6 +178,10 @@ def test_pip_check_is_clean_and_the_runtime_image_has_no_compiler(stage, loaded)
     listed = _run(stage, "python", "-m", "pip", "list", "--format=json")
     names = {p["name"].lower().replace("_", "-"): p["version"] for p in json.loads(listed)}
     assert names["torch-scatter"] == "2.1.2" and names["einops"] == "0.8.2" and names["torch"].startswith("2.13.0")
+    # the build stage's wheel came from a mount that only the build had: freeze names no path of it
+    frozen = _run(stage, "python", "-m", "pip", "freeze").splitlines()
+    assert {"torch-scatter==2.1.2", "torch_scatter==2.1.2"} & set(frozen), frozen
+    assert not [line for line in frozen if "/pip-wheels/" in line], frozen
 
 
 def test_only_the_wheel_entered_the_image_and_torch_kept_its_layer(stage):
