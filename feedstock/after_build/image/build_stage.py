@@ -115,7 +115,7 @@ def _build(items: list[BuildItem], options: list[str], root: Path, work: Path, e
         # the sources are unpacked below /build: paths there hash relative to it
         variables = compiles.environment(STAGE_CCACHE, "/build/ccache-stats.log", base_dir="/build")
         cached = [arg for name, value in sorted(variables.items()) for arg in ("-e", f"{name}={value}")]
-    say(f"image: build stage: {len(items)} package(s) built against the image's torch"
+    say(f"image: build stage: {len(items)} package(s) to build against the image's torch"
         + ("" if context is not None else " (--no-wheel-cache: compiled again)"))
     command = command_in(engine, root, [f"{PREFIX}/bin/python", "/stage/build_wheels.py", "/stage/plan.json"],
                          mounts=mounts, network="none" if find_links is not None else "host",
@@ -127,7 +127,17 @@ def _build(items: list[BuildItem], options: list[str], root: Path, work: Path, e
             say(f"image: build stage: {counted.line()} (ccache in {compile_cache})")
     if returncode != 0:
         raise FeedstockError(_failure(items, stdout, stderr), exit_code=1)
-    return sorted((out / "wheels").glob("*.whl"))
+    wheels = sorted((out / "wheels").glob("*.whl"))
+    say(f"image: build stage: {wheel_kinds(wheels)}")
+    return wheels
+
+
+def wheel_kinds(wheels: list[Path]) -> str:
+    """'2 wheel(s) with compiled code, 1 pure Python': a marked package that compiles nothing
+    (its wheel's tag ends in none-any) is passed through, not built against torch."""
+    pure = sum(wheel.name.endswith("-none-any.whl") for wheel in wheels)
+    return (f"{len(wheels) - pure} wheel(s) with compiled code"
+            + (f", {pure} pure Python (nothing compiled)" if pure else ""))
 
 
 def _follow(command: list[str], say) -> tuple[int, str, str]:

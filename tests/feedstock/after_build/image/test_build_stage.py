@@ -163,7 +163,8 @@ def test_torch_scatter_compiled_in_the_build_stage_gives_torchs_results(stage, l
     assert result["sum_equal"] and result["max_equal"], result
     assert result["scatter"] == "/opt/env/lib/python3.11/site-packages/torch_scatter/__init__.py"
     assert result["libtorch"] == ["/opt/env/lib/libtorch_cpu.so"], result  # the image's own torch
-    assert "image: build stage: 1 package(s) built against the image's torch" in stage.e.info["stdout"]
+    assert "image: build stage: 1 package(s) to build against the image's torch" in stage.e.info["stdout"]
+    assert "image: build stage: 1 wheel(s) with compiled code\n" in stage.e.info["stdout"]
     # g++ ran for each translation unit, through the build base's ccache (a machine that compiled
     # the same sources against the same torch before serves the objects from it)
     [compiled] = build_stage_compiles(stage.e.info["stdout"])

@@ -242,7 +242,7 @@ def test_the_image_is_rocm_flavoured_and_hipcc_built_the_extension(rocm_image):
     info, said = rocm_image["info"], rocm_image["stdout"]
     assert info["flavour"] == "rocm" and info["python_version"].startswith("3.12")
     assert list(info["layers"]) == ["base", "torch", "environment", "requirements"]
-    assert "image: build stage: 1 package(s) built against the image's torch (--no-wheel-cache: compiled again)" in said
+    assert "image: build stage: 1 package(s) to build against the image's torch (--no-wheel-cache: compiled again)" in said
     assert "image: build stage: building tiny-hip-ext==0.1 from tiny_hip_ext-0.1.tar.gz" in said, said[-2000:]
     assert "image: build stage: built tiny_hip_ext-0.1-cp312-cp312-linux_x86_64.whl" in said, said[-2000:]
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import tarfile
 import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -132,3 +133,11 @@ def test_sigterm_is_an_interruption_of_the_command(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code, str(tmp_path / "out")], cwd=REPO_ROOT,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 130 and proc.stderr == "error: python -m feedstock image interrupted\n", proc.stderr
+
+
+def test_a_pure_python_wheel_is_not_counted_as_built_against_torch():
+    from feedstock.after_build.image.build_stage import wheel_kinds
+
+    wheels = [Path("torch_cluster-1.6.3-cp311-cp311-linux_x86_64.whl"), Path("einops-0.8.2-py3-none-any.whl")]
+    assert wheel_kinds(wheels) == "1 wheel(s) with compiled code, 1 pure Python (nothing compiled)"
+    assert wheel_kinds(wheels[:1]) == "1 wheel(s) with compiled code"
