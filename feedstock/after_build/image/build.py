@@ -194,7 +194,7 @@ def _build_in(tmp: Path, opts: Options, image: Definition, pips: PipPlan, access
                                   pkgs=opts.pkgs_dir or work / "pkgs", compile_cache=opts.compile_cache)
         say(f"image: pip install -r {image.pip_label} in the image ({opts.engine})")
         pip_out = work / "pip-out"
-        pip_layer(rootfs, pips.options + [line.text for line in pips.runtime], image.pip_label,
+        pip_layer(rootfs, pips.options, pips.runtime, image.pip_label,
                   env.torch_version, pip_out, opts.engine, opts.find_links, access, wheels)
         shutil.rmtree(rootfs)
         sizes["requirements"] = write_layer(pip_out, tree_names(pip_out), layers_dir / "requirements.tar", epoch)

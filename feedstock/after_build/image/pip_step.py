@@ -9,23 +9,26 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from pathlib import Path
 
 from ...errors import FeedstockError
 from .container import run_in
 from .environment import PREFIX
+from .envfile import Line
 from .pip_access import PipAccess
+from .requirements import MARK
 
 WHEELS_MOUNT = "/pip-wheels"
 
 
-def pip_layer(rootfs: Path, plan_lines: list[str], label: str, torch_version: str, out: Path, engine: str,
-              find_links: Path | None, access: PipAccess, wheels: list[Path] = ()) -> None:
-    """pip install the lines (plus the build stage's wheels) inside the unpacked image; the new
-    files land in `out`."""
+def pip_layer(rootfs: Path, options: list[str], runtime: list[Line], label: str, torch_version: str, out: Path,
+              engine: str, find_links: Path | None, access: PipAccess, wheels: list[Path] = ()) -> None:
+    """pip install the option lines and the runtime lines (plus the build stage's wheels) inside
+    the unpacked image; the new files land in `out`."""
     work = out.parent / "pip-input"
     work.mkdir()
-    lines = list(plan_lines) + [f"{WHEELS_MOUNT}/{wheel.name}" for wheel in wheels]
+    lines = [*options, *(line.text for line in runtime), *(f"{WHEELS_MOUNT}/{wheel.name}" for wheel in wheels)]
     (work / "requirements.txt").write_text("".join(f"{line}\n" for line in lines))
     (work / "constraints.txt").write_text(f"torch=={torch_version}\n")
     out.mkdir()
@@ -41,6 +44,9 @@ def pip_layer(rootfs: Path, plan_lines: list[str], label: str, torch_version: st
     proc = run_in(engine, rootfs, [f"{PREFIX}/bin/python", "-m", "pip", "install", *pip_args],
                   mounts=mounts, network=network, extra=access.podman_args())
     if proc.returncode != 0:
+        isolated = isolated_build_failure(proc.stdout + proc.stderr, options, runtime)
+        if isolated:
+            raise FeedstockError(isolated, exit_code=1)
         tail = " ".join((proc.stderr.strip() or proc.stdout.strip()).split())[-500:]
         hint = ""
         if "No module named 'torch'" in proc.stderr + proc.stdout:
@@ -52,6 +58,25 @@ def pip_layer(rootfs: Path, plan_lines: list[str], label: str, torch_version: st
         raise FeedstockError(f"pip would install {replaced[0]} over the image's torch {torch_version} "
                              f"(a dependency of {label} asks for it)", exit_code=1)
     forget_build_stage_urls(out)
+
+
+def isolated_build_failure(output: str, options: list[str], runtime: list[Line]) -> str | None:
+    """One line for pip's failure to set up a package's isolated build (its build requirements,
+    setuptools and friends, are not in --find-links or the index): the line of the user's file,
+    what pip could not get, and the mark that builds it in the build stage instead. None for
+    any other failure."""
+    if "to install build dependencies did not run successfully" not in output:
+        return None
+    processing = re.findall(r"^(?:Processing|Collecting) .*\(from -r \S+ \(line (\d+)\)\)", output, re.M)
+    missing = re.findall(r"No matching distribution found for (\S+)", output)
+    number = int(processing[-1]) - len(options) if processing else 0
+    if not 1 <= number <= len(runtime):
+        return None
+    line = runtime[number - 1]
+    needs = f" (no distribution of {missing[0]} to be found)" if missing else ""
+    return (f"{line.where}: '{line.text.strip()}' is built by pip in an isolated environment, and pip "
+            f"cannot install its build requirements{needs}; mark the line {MARK}: the build stage "
+            "then builds it with the image's own torch and build tools")
 
 
 def forget_build_stage_urls(out: Path) -> list[str]:

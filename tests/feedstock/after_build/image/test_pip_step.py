@@ -3,6 +3,7 @@ build-time path, so `pip freeze` in the image prints NAME==VERSION."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from feedstock.after_build.image.pip_step import forget_build_stage_urls
@@ -39,3 +40,34 @@ def test_a_broken_direct_url_is_left_as_pip_wrote_it(tmp_path: Path):
     (info / "direct_url.json").write_text("not json")
     assert forget_build_stage_urls(tmp_path) == []
     assert (info / "direct_url.json").read_text() == "not json"
+
+
+def test_an_sdist_whose_isolated_build_cannot_start_names_its_line_and_the_mark(tmp_path: Path):
+    """Real pip, offline, with --find-links as the image's pip step runs it: an sdist line
+    without the mark fails in its isolated build environment (no setuptools in the folder)."""
+    import subprocess
+    import sys
+
+    from feedstock.after_build.image.envfile import Line
+    from feedstock.after_build.image.pip_step import isolated_build_failure
+    from tests.support.sdist import write_sdist
+
+    links = tmp_path / "links"
+    links.mkdir()
+    write_sdist(links / "tiny_ext-0.1.tar.gz", "tiny_ext-0.1",
+                {"setup.py": "from setuptools import setup\nsetup(name='tiny-ext', version='0.1')\n"}, name="tiny-ext")
+    options = ["--only-binary=:none:"]
+    runtime = [Line("env.yml:9", "tiny-ext==0.1")]
+    (tmp_path / "requirements.txt").write_text("".join(f"{text}\n" for text in [*options, "tiny-ext==0.1"]))
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PIP_")}
+    proc = subprocess.run([sys.executable, "-m", "pip", "install", "--no-cache-dir", "--disable-pip-version-check",
+                           "--root", str(tmp_path / "out"), "--no-index", "--find-links", str(links),
+                           "-r", str(tmp_path / "requirements.txt")], capture_output=True, text=True, env=env,
+                          timeout=300)
+    assert proc.returncode != 0
+    line = isolated_build_failure(proc.stdout + proc.stderr, options, runtime)
+    assert line == ("env.yml:9: 'tiny-ext==0.1' is built by pip in an isolated environment, and pip cannot "
+                    "install its build requirements (no distribution of setuptools>=40.8.0 to be found); mark "
+                    "the line --no-build-isolation: the build stage then builds it with the image's own torch "
+                    "and build tools")
+    assert isolated_build_failure("ERROR: No matching distribution found for six", options, runtime) is None
