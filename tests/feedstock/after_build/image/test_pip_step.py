@@ -6,6 +6,8 @@ import json
 import os
 from pathlib import Path
 
+import pytest
+
 from feedstock.after_build.image.pip_step import forget_build_stage_urls
 
 SITE = "opt/env/lib/python3.11/site-packages"
@@ -42,6 +44,7 @@ def test_a_broken_direct_url_is_left_as_pip_wrote_it(tmp_path: Path):
     assert (info / "direct_url.json").read_text() == "not json"
 
 
+@pytest.mark.download   # pip install from a local folder into a prefix
 def test_an_sdist_whose_isolated_build_cannot_start_names_its_line_and_the_mark(tmp_path: Path):
     """Real pip, offline, with --find-links as the image's pip step runs it: an sdist line
     without the mark fails in its isolated build environment (no setuptools in the folder)."""
