@@ -22,7 +22,7 @@ from .network import reachable
 from .envfile import EnvironmentFile, Line, check_torch_specs, read_environment
 from .pip_access import PipAccess, pip_access
 from .pip_step import pip_layer
-from .requirements import PipPlan, check_lines, plan, read_requirements
+from .requirements import PipPlan, check_lines, check_names_in_links, plan, read_requirements
 from .tools import require
 
 ARCHIVE = "image.tar"
@@ -137,6 +137,8 @@ def build(opts: Options, say=print) -> Result:
     torch_version = environment.version_of(records, "pytorch")
     python = ".".join(environment.version_of(records, "python").split(".")[:2])
     check_lines(image.pip, torch_version)
+    if opts.find_links is not None:   # before the environment is installed: a typo costs seconds
+        check_names_in_links(pips, opts.find_links, {record.name.normalized for record in records})
     # localhost/: podman and docker load it under that name instead of docker.io/library/
     name = opts.name or f"localhost/pytorch-{image.flavour}:{torch_version}-py{python.replace('.', '')}"
     ref = name.rsplit(":", 1)[1] if ":" in name else "latest"

@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from common.suggest import close_names
+
 from ...errors import FeedstockError
 from ...text_input import read_text
 from .envfile import Line
@@ -122,3 +124,32 @@ def plan(lines: list[Line]) -> PipPlan:
         else:
             result.runtime.append(Line(line.where, requirement))
     return result
+
+
+def distribution_name(filename: str) -> str | None:
+    """The project of a wheel or sdist file name, canonical; None for other files."""
+    if filename.endswith(".whl"):
+        return _canonical(filename.split("-", 1)[0])
+    for suffix in (".tar.gz", ".zip", ".tar.bz2", ".tgz"):
+        if filename.endswith(suffix) and "-" in filename:
+            return _canonical(filename[:-len(suffix)].rsplit("-", 1)[0])
+    return None
+
+
+def check_names_in_links(pips: PipPlan, links: Path, installed: set[str]) -> None:
+    """With --find-links, a named requirement that neither the folder nor the solved conda
+    environment has is refused now, naming its line (pip found out after the environment was
+    installed, a minute in). URLs and VCS lines are other checks' business."""
+    found = {name for name in (distribution_name(p.name) for p in links.iterdir()) if name}
+    have = found | {_canonical(name) for name in installed} | TORCH_NAMES
+    for line in [*pips.runtime, *(Line(item.where, item.requirement) for item in pips.build)]:
+        match = NAME.match(line.text)
+        if not match or VCS.search(line.text) or re.search(r"\bhttps?://|@", match.group(3)):
+            continue
+        name = _canonical(match.group(1))
+        if name in have:
+            continue
+        close = close_names(name, sorted(found))
+        raise FeedstockError(f"{line.where}: {line.text!r}: --find-links {links} has no wheel or sdist of "
+                             f"{match.group(1)}, nor does the conda environment; "
+                             + (f"did you mean {close[0]}?" if close else "put its wheel or sdist there"))
