@@ -34,6 +34,14 @@ def pip(*args):
     return subprocess.run(command, stderr=subprocess.STDOUT).returncode == 0
 
 
+def wheel_arguments(isolation, pip_args, wheels, source, requirement):
+    """pip wheel's arguments for one unpacked sdist. -v: the build backend's output, compiler
+    lines included, flows to the host, whose heartbeat names the file being compiled (without
+    it pip shows a build's output only when the build fails)."""
+    return ["wheel", "-v", "--no-deps", *isolation, *pip_args, "-w", str(wheels), str(source),
+            *wheel_options(requirement)]
+
+
 def unpack(archive, dest):
     """The archive's one top folder, unpacked under dest."""
     if archive.suffix == ".zip":
@@ -138,8 +146,7 @@ def main():
             sys.exit(f"::failed {number}: {archive.name} has no single top folder")
         print(f"build stage: building {item['requirement']} from {archive.name}", flush=True)
         before = set(wheels.iterdir())
-        if not pip("wheel", "--no-deps", *isolation, *plan["pip_args"], "-w", str(wheels), str(source),
-                   *wheel_options(item["requirement"])):
+        if not pip(*wheel_arguments(isolation, plan["pip_args"], wheels, source, item["requirement"])):
             sys.exit(f"::failed {number}")
         built = sorted(set(wheels.iterdir()) - before)
         print(f"build stage: built {', '.join(wheel.name for wheel in built)}", flush=True)

@@ -141,3 +141,31 @@ def test_a_pure_python_wheel_is_not_counted_as_built_against_torch():
     wheels = [Path("torch_cluster-1.6.3-cp311-cp311-linux_x86_64.whl"), Path("einops-0.8.2-py3-none-any.whl")]
     assert wheel_kinds(wheels) == "1 wheel(s) with compiled code, 1 pure Python (nothing compiled)"
     assert wheel_kinds(wheels[:1]) == "1 wheel(s) with compiled code"
+
+
+@pytest.mark.compile
+def test_the_wheel_build_shows_its_compiler_lines_for_the_heartbeat(tmp_path):
+    """Real pip and gcc: the arguments the stage gives pip wheel make the compiler's command
+    lines reach the output that the host follows, so its heartbeat can name the file."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    from feedstock.after_build.image.build_stage import COMPILED
+
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is not installed")
+    source = tmp_path / "tiny_c-0.1"
+    source.mkdir()
+    (source / "setup.py").write_text("from setuptools import Extension, setup\n"
+                                     "setup(name='tiny-c', version='0.1', ext_modules=[Extension('tiny_c', ['tiny.c'])])\n")
+    (source / "tiny.c").write_text("#include <Python.h>\nstatic struct PyModuleDef m = {PyModuleDef_HEAD_INIT, \"tiny_c\"};\n"
+                                   "PyMODINIT_FUNC PyInit_tiny_c(void) { return PyModule_Create(&m); }\n")
+    arguments = stage_script.wheel_arguments(["--no-build-isolation"], ["--no-index"], tmp_path / "wheels",
+                                             source, "tiny-c==0.1")
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PIP_")}
+    proc = subprocess.run([sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-cache-dir", *arguments],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    assert [found.group(1) for found in COMPILED.finditer(proc.stdout)] == ["tiny.c"], proc.stdout[-2000:]
