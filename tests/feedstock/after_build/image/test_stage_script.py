@@ -169,3 +169,21 @@ def test_the_wheel_build_shows_its_compiler_lines_for_the_heartbeat(tmp_path):
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:]
     assert [found.group(1) for found in COMPILED.finditer(proc.stdout)] == ["tiny.c"], proc.stdout[-2000:]
+
+
+def test_a_stage_that_wrote_its_done_file_is_trusted_over_a_lost_exit_code(tmp_path):
+    """podman may lose a finished container's exit code; the stage's done.json and its wheels
+    say it finished. Anything less is the failure it looks like."""
+    import json
+
+    from feedstock.after_build.image.build_stage import finished_anyway
+
+    (tmp_path / "wheels").mkdir()
+    assert not finished_anyway(tmp_path, "")                                   # no done.json
+    (tmp_path / "done.json").write_text(json.dumps({"wheels": ["a-1-cp311-cp311-linux_x86_64.whl"]}))
+    assert not finished_anyway(tmp_path, "")                                   # the wheel is missing
+    (tmp_path / "wheels" / "a-1-cp311-cp311-linux_x86_64.whl").write_bytes(b"wheel")
+    assert finished_anyway(tmp_path, "Error: no such exit code (container in state running)\n")
+    assert not finished_anyway(tmp_path, "::failed 0\n")                       # an item failed
+    (tmp_path / "done.json").write_text("{not json")
+    assert not finished_anyway(tmp_path, "")
