@@ -90,23 +90,39 @@ def require_running(engine: Engine, timeout: float = 30.0) -> None:
         "without building", EXIT_PREFLIGHT)
 
 
-def require_image(engine: Engine, image: str, config: str) -> None:
-    """The image is here, or a pull brings it (the pull's progress shows); else one line."""
+def missing_image(engine: Engine, image: str) -> str | None:
+    """None when the image is here, or a pull brings it (the pull's progress shows); else why not."""
     if _quiet([engine.executable, "image", "inspect", image], timeout=120):
-        return
+        return None
     try:
         proc = subprocess.run([engine.executable, "pull", image], stdin=subprocess.DEVNULL,
                               env=client_environment(), stderr=subprocess.PIPE, text=True,
                               errors="replace")
-        reason = _last_line(proc.stderr) if proc.returncode != 0 else None
+        return _last_line(proc.stderr) if proc.returncode != 0 else None
     except OSError as exc:
-        reason = str(exc)
-    if reason is None:
+        return str(exc)
+
+
+def require_images(engine: Engine, images: dict[str, str], tool: str | None) -> None:
+    """Every image (image -> a config that uses it) is here or pulled; else one line naming all
+    that are missing, with the commands that work for this engine and this tool."""
+    missing = {image: (config, reason) for image, config in images.items()
+               if (reason := missing_image(engine, image)) is not None}
+    if not missing:
         return
+    exe = engine.executable
+    names = ", ".join(missing)
+    reason = next(iter(missing.values()))[1]
+    engine_flag = "" if engine.flavour == "podman" and Path(exe).name == "podman" else f" --engine {shlex.quote(exe)}"
+    stand_ins = "; ".join(f"python3 devtools/stand_in_image.py {config}{engine_flag}"
+                          for config, _ in missing.values())
+    # the stand-in has rattler-build's Python, not conda: conda-build cannot run in it
+    then = "" if tool == "rattler-build" else ", then build with --tool rattler-build (the stand-in has no conda)"
     raise LocalBuildError(
-        f"image {image} is not on this machine and cannot be pulled ({reason}); pull it where a "
-        f"registry is reachable ({engine.executable} pull {image}, or {engine.executable} load "
-        f"a saved copy), or build a stand-in offline: python3 devtools/stand_in_image.py {config}",
+        f"{'image' if len(missing) == 1 else f'{len(missing)} images'} {names} "
+        f"{'is' if len(missing) == 1 else 'are'} not on this machine and cannot be pulled ({reason}); "
+        f"pull {'it' if len(missing) == 1 else 'them'} where a registry is reachable ({exe} pull IMAGE, or "
+        f"{exe} load a saved copy), or build a stand-in offline: {stand_ins}{then}",
         EXIT_PREFLIGHT)
 
 

@@ -23,3 +23,23 @@ def log_mentions(log: Path, texts: tuple[bytes, ...], last_bytes: int | None = N
     except OSError:
         return False
     return False
+
+
+# how the build's own refusals begin: build_steps.sh's (its other lines say what it does), the tools'
+REASON_STARTS = ("build_steps.sh: error: ", "error: ", "Error: ", "ERROR: ")
+
+
+def last_reason(log: Path, last_bytes: int = 64 << 10) -> str | None:
+    """The build's last error line in the log's tail (build_steps.sh's own, or a tool's), for the
+    summary row of a failed config; None when there is none or the log cannot be read."""
+    try:
+        with open(log, "rb") as stream:
+            stream.seek(max(0, stream.seek(0, os.SEEK_END) - last_bytes))
+            text = stream.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+    for line in reversed(text.splitlines()):
+        line = line.strip()
+        if line.startswith(REASON_STARTS):
+            return line if len(line) <= 200 else line[:197] + "..."
+    return None

@@ -131,9 +131,11 @@ def run_all(plans: list[BuildPlan], engine: engines.Engine, feedstock_root: Path
     if any(plan.backend == "docker" for plan in plans):
         engines.require_client(engine)
         engines.require_running(engine)
-        images = {plan.image: plan.name for plan in plans if plan.image}
-        for image, config in images.items():
-            engines.require_image(engine, image, config)
+        images: dict[str, str] = {}
+        for plan in plans:
+            if plan.image:
+                images.setdefault(plan.image, plan.name)
+        engines.require_images(engine, images, tool)
     if any(plan.backend == "apptainer" for plan in plans):
         apptainer.require_apptainer(engine.executable)
     if any(plan.backend == "native" for plan in plans):

@@ -15,7 +15,7 @@ from pathlib import Path
 from . import engine as engines
 from .atomic import write_atomically
 from .console import Console, format_duration
-from .log_scan import log_mentions
+from .log_scan import last_reason, log_mentions
 from .plan import BuildPlan, Options, process_environment
 from .source_tarball import download_failure_detail, link_tarball, recipe_file, write_recipe_copy
 
@@ -136,7 +136,7 @@ def run_plan(plan: BuildPlan, options: Options, console: Console, label: str,
             log.flush()  # the scans read the file
             source = (_source_download_detail(plan, options)
                       if returncode != 0 and options.source_tarball is None else None)
-            outcome.detail = _out_of_space(plan.log, options.artifacts) or source or outcome.detail
+            outcome.detail = _out_of_space(plan.log, options.artifacts) or source or _with_reason(outcome.detail, plan.log)
         console.log = log
         _finish_container(plan, options, outcome, console, label)
         console.say(f"[{label}] {outcome.status}{' (' + outcome.detail + ')' if outcome.detail else ''}"
@@ -145,6 +145,12 @@ def run_plan(plan: BuildPlan, options: Options, console: Console, label: str,
             console.say(f"[{label}]   {path.relative_to(options.artifacts)}")
         console.log = None
     return outcome
+
+
+def _with_reason(detail: str, log: Path) -> str:
+    """`exit N` with the build's last error line from its log: the summary row says why."""
+    reason = last_reason(log) if detail.startswith("exit ") else None
+    return f"{detail}: {reason}" if reason else detail
 
 
 # `docker run` / `podman run` exit statuses of the engine itself, not of the build script

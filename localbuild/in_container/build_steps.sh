@@ -70,13 +70,13 @@ fi
 
 step "configure conda"
 if [[ ! -f "${CONFIG_FILE}" ]]; then
-    echo "build_steps.sh: config file ${CONFIG_FILE} not found" >&2
+    echo "build_steps.sh: error: config file ${CONFIG_FILE} not found" >&2
     exit 2
 fi
 upload="${UPLOAD_PACKAGES:-False}"
 if [[ "${upload}" == True && -z "${ANACONDA_API_TOKEN:-${BINSTAR_TOKEN:-}}" ]]; then
     # checked before anything is installed or built: a build takes hours
-    echo "build_steps.sh: UPLOAD_PACKAGES=True but no BINSTAR_TOKEN/ANACONDA_API_TOKEN; set one or build without uploading" >&2
+    echo "build_steps.sh: error: UPLOAD_PACKAGES=True but no BINSTAR_TOKEN/ANACONDA_API_TOKEN; set one or build without uploading" >&2
     exit 3
 fi
 mkdir -p "${ARTIFACTS}"
@@ -129,11 +129,11 @@ if [[ "${NATIVE}" != 1 && "${tool_in_image}" != 1 ]] && ! command -v conda >/dev
         elif command -v wget >/dev/null 2>&1; then
             fetch=(wget -q -O "${installer_file}" "${url}")
         else
-            echo "build_steps.sh: the image has neither conda nor curl/wget; use an image with conda or set MINIFORGE_URL to a reachable installer" >&2
+            echo "build_steps.sh: error: the image has neither conda nor curl/wget; use an image with conda or set MINIFORGE_URL to a reachable installer" >&2
             exit 3
         fi
         if ! "${fetch[@]}"; then
-            echo "build_steps.sh: could not download Miniforge from ${url}; set MINIFORGE_URL to a reachable installer" >&2
+            echo "build_steps.sh: error: could not download Miniforge from ${url}; set MINIFORGE_URL to a reachable installer" >&2
             exit 3
         fi
         rm -rf "${ARTIFACTS}/miniforge.partial"
@@ -205,7 +205,7 @@ if [[ "${BUILD_WITH_CONDA_DEBUG:-0}" == 1 ]]; then
 fi
 
 if [[ "${upload}" == True ]] && ! command -v anaconda >/dev/null 2>&1; then
-    echo "build_steps.sh: uploading needs anaconda-client (conda install anaconda-client) or build without uploading" >&2
+    echo "build_steps.sh: error: uploading needs anaconda-client (conda install anaconda-client) or build without uploading" >&2
     exit 3
 fi
 
@@ -222,7 +222,7 @@ fi
 if [[ "${TEST_ONLY:-0}" == 1 && "${BUILD_TOOL}" == rattler-build ]]; then
     step "test packages"
     if [[ -z "${RATTLER_BUILD_PYTHON:-}" ]]; then
-        echo "build_steps.sh: TEST_ONLY=1 with rattler-build needs py-rattler-build (RATTLER_BUILD_PYTHON) to find the config's packages; use --tool conda-build" >&2
+        echo "build_steps.sh: error: TEST_ONLY=1 with rattler-build needs py-rattler-build (RATTLER_BUILD_PYTHON) to find the config's packages; use --tool conda-build" >&2
         exit 3
     fi
     "${RATTLER_BUILD_PYTHON}" "${FEEDSTOCK_ROOT}/localbuild/in_container/rattler_build_py.py" index "${ARTIFACTS}"
@@ -241,7 +241,7 @@ if [[ "${TEST_ONLY:-0}" == 1 ]]; then
     done < <(conda build "${RECIPE_ROOT}" -m "${CONFIG_FILE}" --output --output-folder "${ARTIFACTS}" \
         --override-channels ${channel_args[@]+"${channel_args[@]}"} | grep -E '\.(conda|tar\.bz2)$')
     if [[ ${#packages[@]} -eq 0 ]]; then
-        echo "build_steps.sh: TEST_ONLY=1 but no package of ${CONFIG} in ${ARTIFACTS}; build it first or fetch the build's artifact" >&2
+        echo "build_steps.sh: error: TEST_ONLY=1 but no package of ${CONFIG} in ${ARTIFACTS}; build it first or fetch the build's artifact" >&2
         exit 3
     fi
     if conda index --help >/dev/null 2>&1; then   # the outputs depend on each other: a local channel

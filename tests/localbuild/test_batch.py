@@ -45,7 +45,7 @@ def test_batch_keeps_going_logs_and_summarises(fs):
     proc = fs.run("--all", "--min-free-gb", "0", env=env)
     assert proc.returncode == 1, proc.stderr
     rows = summary_rows(proc.stdout)
-    assert rows[CUDA129][0] == "failed (exit 7)"
+    assert rows[CUDA129][0] == "failed (exit 7: error: compiler exploded in aten/src/ATen/native/Foo.cpp)"
     for name in (CPU_GENERIC, CUDA130, CPU_MKL):
         assert rows[name][0] == "ok" and rows[name][2] == "2"
         assert fs.marker(name).exists()
@@ -54,7 +54,7 @@ def test_batch_keeps_going_logs_and_summarises(fs):
     assert [run["config"] for run in fs.runs()] == LINUX
     # one log per config with that config's own output, also shown on the terminal
     failed_log = (fs.artifacts / f"{CUDA129}-log.txt").read_text()
-    assert "compiler exploded" in failed_log and "failed (exit 7)" in failed_log
+    assert "compiler exploded" in failed_log and "failed (exit 7: error: compiler exploded in aten/src/ATen/native/Foo.cpp)" in failed_log
     assert f"[2/5 {CUDA129}] step: build recipe" in failed_log
     ok_log = (fs.artifacts / f"{CPU_MKL}-log.txt").read_text()
     assert f"running {CPU_MKL} in {CPU_IMAGE}" in ok_log and "compiler exploded" not in ok_log
@@ -88,7 +88,7 @@ def test_no_keep_going_stops_after_first_failure(fs):
     proc = fs.run("--all", "--filter", "linux", "--no-keep-going", "--min-free-gb", "0", env=env)
     assert proc.returncode == 1
     rows = summary_rows(proc.stdout)
-    assert rows[CPU_GENERIC][0] == "failed (exit 7)"
+    assert rows[CPU_GENERIC][0] == "failed (exit 7: error: compiler exploded in aten/src/ATen/native/Foo.cpp)"
     assert all(rows[name][0] == "not started" for name in (CUDA129, CUDA130, CPU_MKL))
     assert len(fs.runs()) == 1
 
@@ -128,7 +128,7 @@ def test_zip_logs(fs):
         assert names == sorted([f"{CUDA129}-log.txt", f"{CUDA130}-log.txt", f"{CPU_MKL}-log.txt",
                                 "summary.txt"])
         assert "compiler exploded" in archive.read(f"{CUDA129}-log.txt").decode()
-        assert "failed (exit 7)" in archive.read("summary.txt").decode()
+        assert "failed (exit 7: error: compiler exploded in aten/src/ATen/native/Foo.cpp)" in archive.read("summary.txt").decode()
     assert not list(fs.artifacts.glob(".build-logs-*"))  # no temp file left
 
 

@@ -10,12 +10,13 @@ from typing import Iterator
 
 import pytest
 
-from tests.support.build_locally import make_feedstock
+from tests.support.build_locally import CPU_IMAGE, CUDA_IMAGE, make_feedstock
 from tests.support.docker_daemon import DockerDaemon, docker_daemon_or_skip, docker_unavailable
 
 pytestmark = [pytest.mark.container]
 
 CPU = "linux_64_blas_implgenericcuda_compiler_versionNone"
+CUDA = "linux_64_blas_implmklcuda_compiler_version12.9"
 
 
 @pytest.fixture(scope="module")
@@ -42,14 +43,22 @@ def _one_line(proc) -> str:
 
 
 def test_the_readmes_first_command_picks_docker_and_names_the_missing_image(engine, tmp_path):
-    fs = make_feedstock(tmp_path, configs={CPU: {}})
+    """Every missing image in one line, with the stand-in command for this engine (docker: the
+    script's default is podman) and the tool the stand-in serves (it has no conda)."""
+    fs = make_feedstock(tmp_path, configs={CPU: {}, CUDA: dict(cuda="12.9", image=CUDA_IMAGE)})
     proc = fs.run("--all", "--min-free-gb", "0", env=_real_docker_env(fs, engine.env["DOCKER_HOST"]))
     assert proc.returncode == 3
     line = _one_line(proc)
-    assert "is not on this machine and cannot be pulled" in line
-    assert f"python3 devtools/stand_in_image.py {CPU}" in line
+    assert f"2 images {CPU_IMAGE}, {CUDA_IMAGE} are not on this machine and cannot be pulled" in line
+    assert (f"or build a stand-in offline: python3 devtools/stand_in_image.py {CPU} --engine docker; "
+            f"python3 devtools/stand_in_image.py {CUDA} --engine docker, then build with --tool "
+            "rattler-build (the stand-in has no conda)") in line
     assert not fs.artifacts.exists()
     assert engine.run("ps", "-aq").stdout.strip() == ""       # no container was made
+    proc = fs.run(CPU, "--tool", "rattler-build", "--min-free-gb", "0",
+                  env=_real_docker_env(fs, engine.env["DOCKER_HOST"]))
+    line = _one_line(proc)
+    assert line.startswith(f"error: image {CPU_IMAGE} is not on this machine") and "--tool" not in line
 
 
 def test_a_docker_host_that_points_nowhere_is_one_line(tmp_path):

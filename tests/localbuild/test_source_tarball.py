@@ -168,7 +168,7 @@ def test_the_right_tarball_passes_the_source_step_without_network(tmp_path, tarb
     log = (fs.artifacts / f"{CPU_GENERIC_JOB}-log.txt").read_text()
     assert "error: rattler-build failed: Failed to resolve dependencies" in log, log[-2000:]
     assert not download_failed(fs.artifacts / f"{CPU_GENERIC_JOB}-log.txt")
-    assert f"[1/1 {CPU_GENERIC_JOB}] failed (exit 1)" in proc.stdout               # no download hint
+    assert f"[1/1 {CPU_GENERIC_JOB}] failed (exit 1: error: rattler-build failed: Failed to resolve dependencies" in proc.stdout   # its reason, no download hint
     work = [w for w in fs.artifacts.glob("bld/rattler-build_libtorch-split_*/work") if any(w.iterdir())]
     assert work and (work[0] / "pyproject.toml").is_file() and (work[0] / "NOTICE").is_file()
     # the tool read the derived copy: first url the link (named as the url's file), then the own
@@ -294,7 +294,7 @@ def test_a_slurm_task_gets_the_file_with_the_other_build_options(tmp_path, tarba
      "pytorch-v2.14.1.tar.gz\n", True),
     ("error: rattler-build failed: Failed to resolve dependencies\n", False),
     ("Failed to download attestation bundle from https://x: 404\n", False),
-    ("build_steps.sh: could not download Miniforge from https://x; set MINIFORGE_URL\n", False),
+    ("build_steps.sh: error: could not download Miniforge from https://x; set MINIFORGE_URL\n", False),
 ])
 def test_the_log_scan_knows_each_tools_wording(tmp_path, text, failed):
     log = tmp_path / "log.txt"
