@@ -13,7 +13,8 @@ selector, a duplicated key) or gives one bad option value. Each case must end in
   - the scratch tree byte for byte as it was before the command ran (an input is never
     modified, nothing is left half-written).
 
-Prints one line per failing case and ends with
+Every case runs under a 4 GiB memory cap (RLIMIT_DATA) and a time limit: a case killed by its
+limit is a hang, one that dies of a signal a crash. Prints one line per failing case and ends with
 `bad inputs: N tried, T tracebacks, C trees changed` (and the other failures, if any); exit 1
 when any case failed. Adding a command or an input file is adding rows to CASES below.
 
@@ -27,6 +28,7 @@ import hashlib
 import json
 import os
 import re
+import resource
 import shutil
 import stat
 import subprocess
@@ -52,6 +54,10 @@ EMPTY_REPODATA = '{"info": {"subdir": "%s"}, "packages": {}, "packages.conda": {
 
 
 # --- the breakages -------------------------------------------------------------------------
+
+# every case runs under this much memory (the acceptance's 4 GB) and a time limit (--timeout)
+MEMORY_CAP = 4 << 30
+
 
 def _non_utf8(data: bytes) -> bytes:
     cut = data.find(b"\n", len(data) // 2) + 1
@@ -407,6 +413,13 @@ def _fill(text: str, tree: Path, work: Path) -> str:
     return text.replace("{tree}", str(tree)).replace("{work}", str(work))
 
 
+def _memory_cap() -> None:
+    """In the case's process, before it starts: MEMORY_CAP of data (heap and private mappings;
+    an address-space cap would stop the Rust renderers that reserve and never touch). A case
+    that reads until memory runs out fails here, not on the machine."""
+    resource.setrlimit(resource.RLIMIT_DATA, (MEMORY_CAP, MEMORY_CAP))
+
+
 def run_command(case: Case, tree: Path, work: Path, timeout: float) -> tuple[int, str]:
     argv = [_fill(arg, tree, work) for arg in case.argv]
     if case.feedstock:
@@ -419,7 +432,7 @@ def run_command(case: Case, tree: Path, work: Path, timeout: float) -> tuple[int
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     try:
         proc = subprocess.run(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, capture_output=True,
-                              text=True, errors="replace", timeout=timeout)
+                              text=True, errors="replace", timeout=timeout, preexec_fn=_memory_cap)
     except subprocess.TimeoutExpired:
         return -1, f"timed out after {timeout:.0f} s"
     return proc.returncode, proc.stdout + proc.stderr
