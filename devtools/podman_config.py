@@ -40,7 +40,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from localbuild.atomic import write_atomically  # noqa: E402
+from common.atomic_files import write_atomically  # noqa: E402
 
 CONTAINERS_CONF = """\
 # written by devtools/podman_config.py: this machine's quirks (see that script)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import engine as engines
-from .atomic import atomic_path
+from common.atomic_files import atomic_path
 from .console import Console, format_duration
 from .errors import EXIT_BUILD_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_PREFLIGHT
 from .plan import BuildPlan, Options

@@ -1,17 +1,15 @@
-"""Exit codes and the one error type every module raises for bad input or an unready machine."""
+"""build-locally's error type and its names for common.errors' exit codes."""
 from __future__ import annotations
 
-EXIT_OK = 0
-EXIT_BUILD_FAILED = 1      # at least one config failed to build
-EXIT_USAGE = 2             # bad arguments, unknown config, nothing selectable
-EXIT_PREFLIGHT = 3         # the machine cannot build: no engine, no tool, too little disk, CPU_COUNT
-EXIT_BUSY = 4              # --no-wait and another run holds the build_artifacts/ lock: try later
-EXIT_INTERRUPTED = 130     # Ctrl-C / SIGTERM during a build (summary still printed)
+from common.errors import (EXIT_BUSY, EXIT_ENVIRONMENT, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK,  # noqa: F401
+                           EXIT_USAGE, ToolError)
+
+EXIT_BUILD_FAILED = EXIT_FAILED     # at least one config failed to build
+EXIT_PREFLIGHT = EXIT_ENVIRONMENT   # the machine cannot build: no engine, no tool, too little disk, CPU_COUNT
 
 
-class LocalBuildError(Exception):
+class LocalBuildError(ToolError):
     """A problem reported as one line ``error: <message>`` and a non-zero exit status."""
 
     def __init__(self, message: str, exit_code: int = EXIT_USAGE) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
+        super().__init__(message, exit_code)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import engine as engines
-from .atomic import write_atomically
+from common.atomic_files import write_atomically
 from .console import Console, format_duration
 from .log_scan import last_reason, log_mentions
 from .plan import BuildPlan, Options, process_environment

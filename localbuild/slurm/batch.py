@@ -22,7 +22,7 @@ from ..batch import Row, summary_table, will_run
 from ..console import Console, format_duration
 from ..errors import EXIT_BUILD_FAILED, EXIT_INTERRUPTED, EXIT_OK, LocalBuildError
 from ..plan import BuildPlan, Options, build_options_json, make_plan
-from ..atomic import write_atomically
+from common.atomic_files import write_atomically
 from .options import SlurmOptions
 from .script import Submission, array_script_text, final_script_text
 from .summary import JOB_FILE, SUMMARY_FILE, read_json, write_json

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from ..batch import Row, summary_table
-from ..atomic import write_atomically
+from common.atomic_files import write_atomically
 from .client import TaskState, job_states
 from .summary import JOB_FILE, SUMMARY_FILE, exit_status, read_json, task_row, write_json
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..batch import Row
 from ..errors import EXIT_BUILD_FAILED, EXIT_OK
-from ..atomic import write_atomically
+from common.atomic_files import write_atomically
 from .client import TaskState
 
 JOB_FILE = "job.json"

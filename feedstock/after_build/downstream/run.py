@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ...errors import FeedstockError
+from common.errors import EXIT_ENVIRONMENT, EXIT_FAILED, EXIT_USAGE
 from common.suggest import close_names
 from . import conda_package, pip_wheel
 from ...dependents_catalog import Dependent, load_catalog, dependents_test_dir
@@ -21,7 +22,7 @@ from .sources import fetch
 from .table import Row
 from .testrun import TestCounts, import_error, run_pytest
 
-EXIT_FAILED, EXIT_BAD_INPUT, EXIT_NO_PYTORCH = 1, 2, 3
+EXIT_BAD_INPUT, EXIT_NO_PYTORCH = EXIT_USAGE, EXIT_ENVIRONMENT
 
 
 @dataclass
