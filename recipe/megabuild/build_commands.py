@@ -31,8 +31,11 @@ def run_command(args: Sequence[str | Path], ctx: BuildContext,
     """Run a child process in the source tree with the context's environment (or `env`)."""
     argv = [str(a) for a in args]
     log.info(f"$ {shlex.join(argv)}")
+    env = dict(ctx.env if env is None else env)
+    if env.get("TMPDIR"):   # made by the first command: a tree refused before any leaves no trace
+        Path(env["TMPDIR"]).mkdir(parents=True, exist_ok=True)
     try:
-        proc = subprocess.run(argv, cwd=ctx.src_dir, env=dict(ctx.env if env is None else env))
+        proc = subprocess.run(argv, cwd=ctx.src_dir, env=env)
     except OSError as exc:
         raise MegabuildError(f"cannot run {argv[0]}: {exc}") from None
     if proc.returncode != 0:

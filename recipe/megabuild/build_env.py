@@ -291,7 +291,7 @@ def build_environment(variant: Mapping[str, str], base: Mapping[str, str], *,
     if src_dir is not None:
         env.update(_heavy_pool(base, int(env["MAX_JOBS"]), mem_available_bytes(meminfo), src_dir))
         if not base.get("TMPDIR"):
-            # the compilers' temporary files stay in the build's tree (run_step makes the folder):
+            # the compilers' temporary files stay in the build's tree (made by its first command):
             # rattler-build runs the script without TMPDIR, and HIP's clang leaves a folder per
             # compile in /tmp, a shared machine's, which no build should fill
             env["TMPDIR"] = str(Path(src_dir) / TEMP_DIR_NAME)

@@ -329,8 +329,6 @@ CONFIGURING_STEPS = ("libtorch-split", "pytorch")
 def run_step(ctx: BuildContext, frontend: Frontend | None = None) -> None:
     """Run the step for ctx.variant["PKG_NAME"]."""
     name = ctx.variant.get("PKG_NAME", "")
-    if ctx.env.get("TMPDIR"):
-        Path(ctx.env["TMPDIR"]).mkdir(parents=True, exist_ok=True)
     with log.step(f"{name or '?'} (megabuild driver)"), \
             compile_cache.step_statistics(ctx.env, name or "?"):
         if name == "libtorch-split":

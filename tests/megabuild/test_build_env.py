@@ -305,11 +305,15 @@ def test_compilers_temporary_files_stay_in_the_build_tree(tmp_path: Path) -> Non
     assert build_environment(CPU, {**BASE, "TMPDIR": "/scratch"}, meminfo=mem, src_dir=src)["TMPDIR"] == "/scratch"
 
 
-def test_the_step_makes_the_temporary_folder(tmp_path: Path) -> None:
-    from megabuild.steps import run_step
+def test_the_first_command_makes_the_temporary_folder(tmp_path: Path) -> None:
+    """Made when the build runs its first command, not before: a tree the driver refuses first
+    is left as it was."""
+    from megabuild.build_commands import run_command
 
     environ = {**BASE, **CPU, "SRC_DIR": str(tmp_path / "src"), "PREFIX": str(tmp_path / "p"),
-               "PYTHON": "/usr/bin/python3", "PKG_NAME": "no-such-output"}
-    with pytest.raises(MegabuildError, match="no megabuild step"):
-        run_step(BuildContext.from_environ(environ))
+               "PYTHON": "/usr/bin/python3", "PKG_NAME": "pytorch"}
+    (tmp_path / "src").mkdir()
+    ctx = BuildContext.from_environ(environ)
+    assert not (tmp_path / "src" / "megabuild-tmp").exists()
+    run_command(["sh", "-c", 'test "$TMPDIR" = "$PWD/megabuild-tmp" && test -d "$TMPDIR"'], ctx)
     assert (tmp_path / "src" / "megabuild-tmp").is_dir()
