@@ -245,21 +245,7 @@ def _main(root: Path, args: argparse.Namespace, command_line: str) -> int:
     names = config_names(root)
     if args.list:
         return _print_list(root, names, args.filter)
-    if args.test_only and (args.debug or args.upload):
-        raise LocalBuildError("--test-only tests packages already built; it does not combine "
-                              "with --debug or --upload", EXIT_USAGE)
-    if args.tool == "rattler-build" and (args.debug or args.upload):
-        raise LocalBuildError("--tool rattler-build builds and tests only; --debug and --upload "
-                              "use conda-build (drop --tool)", EXIT_USAGE)
-    if args.skip_tests and args.test_only:
-        raise LocalBuildError("--skip-tests and --test-only contradict each other; give one",
-                              EXIT_USAGE)
-    if args.output_id and not args.debug:
-        raise LocalBuildError("--output-id works with --debug only", EXIT_USAGE)
-    if args.source_tarball is not None and (args.debug or args.test_only):
-        raise LocalBuildError("--source-tarball feeds a build, which --debug (conda debug takes no "
-                              "source cache) and --test-only (no source needed) do not run; drop one",
-                              EXIT_USAGE)
+    _refuse_contradictions(args)
     slurm = _slurm_options(args)
     interactive = sys.stdin.isatty()
     cache: dict[str, CiConfig] = {}
@@ -274,20 +260,67 @@ def _main(root: Path, args: argparse.Namespace, command_line: str) -> int:
                                                 sys.stdin, sys.stdout))
     if args.debug and len(chosen) != 1:
         raise LocalBuildError(f"--debug works on one config; {len(chosen)} selected", EXIT_USAGE)
-    if args.native and args.engine:
-        raise LocalBuildError(f"--engine {args.engine} and --native exclude each other: --native "
-                              "builds on this machine without a container engine; drop one",
-                              EXIT_USAGE)
     overrides = parse_overrides(args.python, args.cuda_arch, args.rocm_arch, args.jobs,
                                 args.ccache, args.dev_tag, args.compile_cache,
                                 args.compile_cache_read_only, args.heavy_jobs)
     backends = {config(name).gpu[0] for name in chosen}
     check_arch_options_apply(backends, args.cuda_arch, args.rocm_arch)
     check_gpu_tests_apply(backends, args.gpu_tests)
+    options = _options(root, args, overrides, slurm is not None, interactive, environ)
+    plans = [make_plan(config(name), options, environ) for name in chosen]
+    _check_plans(plans, options, args, slurm is not None)
+    if slurm is not None:
+        from .slurm.batch import run_slurm
+
+        signal.signal(signal.SIGTERM, _raise_interrupt)
+        return run_slurm(plans, options, args, slurm, environ, args.dry_run, args.wait)
+    from .batch import BatchOptions
+
+    batch = BatchOptions(force=args.force, keep_going=args.keep_going, prune=args.prune,
+                         zip_logs=args.zip_logs)
+    if args.dry_run:
+        from .dryrun import print_plans
+
+        print_plans(plans, options, batch, args.min_free_gb, print)
+        if args.downstream:
+            from .downstream import command
+
+            print("after the batch: " + " ".join(command(root, options.artifacts, options.channels, environ)))
+        return 0
+    return _run_here(plans, options, batch, args, command_line, environ)
+
+
+# flags that contradict each other, refused before anything is read: (when, the line)
+CONTRADICTIONS = (
+    (lambda a: a.test_only and (a.debug or a.upload),
+     "--test-only tests packages already built; it does not combine with --debug or --upload"),
+    (lambda a: a.tool == "rattler-build" and (a.debug or a.upload),
+     "--tool rattler-build builds and tests only; --debug and --upload use conda-build (drop --tool)"),
+    (lambda a: a.skip_tests and a.test_only, "--skip-tests and --test-only contradict each other; give one"),
+    (lambda a: a.output_id and not a.debug, "--output-id works with --debug only"),
+    (lambda a: a.source_tarball is not None and (a.debug or a.test_only),
+     "--source-tarball feeds a build, which --debug (conda debug takes no source cache) and "
+     "--test-only (no source needed) do not run; drop one"),
+    (lambda a: a.native and a.engine,
+     "--engine {engine} and --native exclude each other: --native builds on this machine without a "
+     "container engine; drop one"),
+)
+
+
+def _refuse_contradictions(args: argparse.Namespace) -> None:
+    for applies, line in CONTRADICTIONS:
+        if applies(args):
+            raise LocalBuildError(line.format(engine=args.engine), EXIT_USAGE)
+
+
+def _options(root: Path, args: argparse.Namespace, overrides, slurm: bool, interactive: bool,
+             environ: dict[str, str]) -> Options:
+    """The run's Options from the command line and the environment (a Slurm task: the ones its
+    submitter resolved)."""
     options = Options(
         feedstock_root=root, engine=engines.resolve_engine(args.engine, environ),
         # HPC nodes have no Docker: a Slurm task builds natively unless an engine is named
-        native=args.native or (slurm is not None and not args.engine),
+        native=args.native or (slurm and not args.engine),
         index="skip" if args.array_task else "after-build",
         task_output=_task_output(root, args.array_task),
         apptainer_image=parse_sif(args.apptainer_image), overrides=overrides, debug=args.debug, output_id=args.output_id,
@@ -302,38 +335,31 @@ def _main(root: Path, args: argparse.Namespace, command_line: str) -> int:
     if args.upload and not any(environ.get(k) for k in UPLOAD_CREDENTIALS):
         raise LocalBuildError("--upload needs BINSTAR_TOKEN or ANACONDA_API_TOKEN in the "
                               "environment", EXIT_USAGE)
-    plans = [make_plan(config(name), options, environ) for name in chosen]
+    return options
+
+
+def _check_plans(plans: list, options: Options, args: argparse.Namespace, slurm: bool) -> None:
+    """What the plans themselves make impossible, refused in a dry run as in the run."""
     if all(plan.skip_reason for plan in plans):
         reasons = "; ".join(f"{plan.name}: {plan.skip_reason}" for plan in plans[:3])
         raise LocalBuildError(f"nothing this machine can build ({reasons})", EXIT_USAGE)
     if options.source_tarball is not None:  # before anything is written, dry runs too
         check_tarball(options.source_tarball, list(dict.fromkeys(p.source for p in plans if p.source)))
-    if slurm is None and args.array_task is None:
+    if not slurm and args.array_task is None:
         # the same line in a dry run as in the run (a Slurm job's nodes count their own cores)
         from .preflight import check_cpu_count
 
         check_cpu_count(options.cpu_count)
-    if slurm is not None:
-        from .slurm.batch import run_slurm
 
-        signal.signal(signal.SIGTERM, _raise_interrupt)
-        return run_slurm(plans, options, args, slurm, environ, args.dry_run, args.wait)
-    from .batch import BatchOptions, run_batch, will_run
 
-    batch = BatchOptions(force=args.force, keep_going=args.keep_going, prune=args.prune,
-                         zip_logs=args.zip_logs)
-    if args.dry_run:
-        from .dryrun import print_plans
-
-        print_plans(plans, options, batch, args.min_free_gb, print)
-        if args.downstream:
-            from .downstream import command
-
-            print("after the batch: " + " ".join(command(root, options.artifacts, options.channels, environ)))
-        return 0
+def _run_here(plans: list, options: Options, batch, args: argparse.Namespace, command_line: str,
+              environ: dict[str, str]) -> int:
+    """The batch on this machine: the checks, then the builds under build_artifacts/'s lock."""
     from . import preflight
+    from .batch import run_batch, will_run
     from .lock import artifacts_lock
 
+    root = options.feedstock_root
     # before the lock: a machine that cannot build creates nothing, not even build_artifacts/
     runnable = [plan for plan in plans if will_run(plan, args.force)]
     preflight.run_all(runnable, options.engine, root, options.cpu_count, args.min_free_gb,
