@@ -9,6 +9,7 @@ recipe runs them), but the build itself skips them: the caller runs them in a fr
 to count them."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -18,6 +19,7 @@ import sys
 import time
 import zipfile
 from pathlib import Path
+from typing import Iterator
 
 from .. import compile_cache as compiles
 from ...dependents_catalog import Dependent
@@ -168,8 +170,6 @@ def build_package(dependent: Dependent, build: TorchBuild, source: Path, test_fi
     built before from the same inputs (cache_key) is taken from cache/packages/ instead. With
     `compile_cache` (a folder), an sdist's compiles go through ccache, and one line says how many
     came from it."""
-    from rattler_build import Stage0Recipe, ToolConfiguration, VariantConfig
-
     folder = work / "recipe"
     if folder.exists():
         shutil.rmtree(folder)
@@ -197,11 +197,39 @@ def build_package(dependent: Dependent, build: TorchBuild, source: Path, test_fi
         print(f"downstream: {dependent.name} against {build.describe()}: built before from the same inputs "
               f"({hits[0]})", file=sys.stderr, flush=True)
         return _from_cache(hits[0], output_dir), time.monotonic() - start
-    # a GPU pytorch depends on __cuda: rattler-build's host solve needs it even without a driver
-    cuda = cuda_of(build)
+    try:
+        with _cuda_overridden(cuda_of(build)):
+            packages = _rattler_build(recipe, variant, channels, output_dir, dependent)
+    finally:
+        if compile_env:
+            print(f"downstream: {dependent.name} against {build.describe()}: "
+                  f"{compiles.count_compiles(stats_log).line()} (ccache in {compile_cache})", file=sys.stderr, flush=True)
+    if entry:
+        _to_cache(packages[0], entry)
+    return packages[0], time.monotonic() - start
+
+
+@contextlib.contextmanager
+def _cuda_overridden(cuda: str | None) -> Iterator[None]:
+    """CONDA_OVERRIDE_CUDA for the block: a GPU pytorch depends on __cuda, and rattler-build's
+    host solve needs it even without a driver."""
     saved = os.environ.get("CONDA_OVERRIDE_CUDA")
     if cuda:
         os.environ["CONDA_OVERRIDE_CUDA"] = cuda
+    try:
+        yield
+    finally:
+        if cuda and saved is None:
+            os.environ.pop("CONDA_OVERRIDE_CUDA", None)
+        elif cuda:
+            os.environ["CONDA_OVERRIDE_CUDA"] = saved
+
+
+def _rattler_build(recipe: Path, variant: Path | None, channels: list[Path], output_dir: Path,
+                   dependent: Dependent) -> list[Path]:
+    """The packages rattler-build made of the recipe; BuildFailed with its first error line."""
+    from rattler_build import Stage0Recipe, ToolConfiguration, VariantConfig
+
     try:
         results = Stage0Recipe.from_file(recipe).run_build(
             variant_config=VariantConfig.from_file(variant) if variant else None,
@@ -214,20 +242,10 @@ def build_package(dependent: Dependent, build: TorchBuild, source: Path, test_fi
             message += (f" for {dependent.name}'s build/host requirements: a channel with the compilers, "
                         "python, pip and setuptools is missing (--with-channel)")
         raise BuildFailed(message, unsolvable) from None
-    finally:
-        if cuda and saved is None:
-            os.environ.pop("CONDA_OVERRIDE_CUDA", None)
-        elif cuda:
-            os.environ["CONDA_OVERRIDE_CUDA"] = saved
-        if compile_env:
-            print(f"downstream: {dependent.name} against {build.describe()}: "
-                  f"{compiles.count_compiles(stats_log).line()} (ccache in {compile_cache})", file=sys.stderr, flush=True)
     packages = [Path(p) for result in results for p in result.packages]
     if not packages:
         raise BuildFailed("rattler-build built no package")
-    if entry:
-        _to_cache(packages[0], entry)
-    return packages[0], time.monotonic() - start
+    return packages
 
 
 def package_depends(package: Path) -> list[str]:
