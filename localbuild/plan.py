@@ -146,19 +146,26 @@ def make_plan(config: CiConfig, options: Options, environ: dict[str, str]) -> Bu
     plan.backend = backend
     plan.interactive = options.debug
     plan.test_only = options.test_only
-    channels = list(options.channels or config.channel_sources)
     if applied.keep_python_indices is not None or options.channels:
         plan.derived_config = artifacts / "localbuild" / f"{config.name}{suffix}.yaml"
         plan.derived_text = derived_config_text(config, applied.keep_python_indices,
                                                 list(options.channels))
-
     in_container = backend in CONTAINER_BACKENDS
-    if in_container:
-        inside_root = engines.CONTAINER_FEEDSTOCK
-    else:
-        inside_root = str(root)
+    inside_root = engines.CONTAINER_FEEDSTOCK if in_container else str(root)
     config_file = (f"{inside_root}/{ARTIFACTS}/localbuild/{plan.derived_config.name}"
                    if plan.derived_config else f"{inside_root}/.ci_support/{config.name}.yaml")
+    env = _build_variables(plan, options, environ, config_file, inside_root, f"{config.name}{suffix}")
+    env.update(applied.env)
+    _compile_cache_and_tokens(plan, options, environ, env, in_container)
+    _tool_and_command(plan, options, environ, env, config_file, inside_root, f"{config.name}{suffix}")
+    plan.env = env
+    return plan
+
+
+def _build_variables(plan: BuildPlan, options: Options, environ: dict[str, str], config_file: str,
+                     inside_root: str, label: str) -> dict[str, str]:
+    """The variables build_steps.sh reads, before the overrides' own."""
+    config, root = plan.config, options.feedstock_root
     env = {
         "CONFIG": config.name,
         "CONFIG_FILE": config_file,
@@ -167,7 +174,7 @@ def make_plan(config: CiConfig, options: Options, environ: dict[str, str]) -> Bu
         "CPU_COUNT": options.cpu_count,
         "CI": options.ci,
         "FEEDSTOCK_NAME": root.name,
-        "CHANNEL_SOURCES": ",".join(channels),
+        "CHANNEL_SOURCES": ",".join(options.channels or config.channel_sources),
         "UPLOAD_PACKAGES": "True" if options.upload else "False",
         "IS_PR_BUILD": "False" if options.upload else "True",
     }
@@ -182,14 +189,18 @@ def make_plan(config: CiConfig, options: Options, environ: dict[str, str]) -> Bu
     if options.index == "skip":
         env["SKIP_INDEX"] = "1"
     if options.task_output:
-        env["TASK_OUTPUT_DIR"] = f"{inside_root}/{ARTIFACTS}/{options.task_output}/{config.name}{suffix}"
+        env["TASK_OUTPUT_DIR"] = f"{inside_root}/{ARTIFACTS}/{options.task_output}/{label}"
     elif options.index == "only":
         env["INDEX_ONLY"] = "1"
     if options.debug:
         env["BUILD_WITH_CONDA_DEBUG"] = "1"
         if options.output_id:
             env["BUILD_OUTPUT_ID"] = options.output_id
-    env.update(applied.env)
+    return env
+
+
+def _compile_cache_and_tokens(plan: BuildPlan, options: Options, environ: dict[str, str],
+                              env: dict[str, str], in_container: bool) -> None:
     cache = options.overrides.compile_cache
     if cache is not None:
         inside = options.overrides.compile_cache_dir is not None and in_container
@@ -200,12 +211,17 @@ def make_plan(config: CiConfig, options: Options, environ: dict[str, str]) -> Bu
     if options.upload:
         plan.passed_by_name += [name for name in UPLOAD_TOKENS if environ.get(name)]
 
+
+def _tool_and_command(plan: BuildPlan, options: Options, environ: dict[str, str], env: dict[str, str],
+                      config_file: str, inside_root: str, label: str) -> None:
+    """The build tool, its command line (rattler-build) and the command that runs the build."""
+    root, config = options.feedstock_root, plan.config
+    in_container = plan.backend in CONTAINER_BACKENDS
     plan.tool = options.tool or ("conda-build" if in_container
                                  else native_build_tool(root) or "conda-build")
     recipe_root = engines.CONTAINER_RECIPE if in_container else str(root / "recipe")
     if options.source_tarball is not None and options.index != "only":
-        recipe_root = _use_source_tarball(plan, options, env, inside_root,
-                                          f"{config.name}{suffix}") or recipe_root
+        recipe_root = _use_source_tarball(plan, options, env, inside_root, label) or recipe_root
     if plan.tool == "rattler-build":
         if in_container:
             runner: list[str] = ["rattler-build"]
@@ -214,13 +230,13 @@ def make_plan(config: CiConfig, options: Options, environ: dict[str, str]) -> Bu
             runner, python = rattler.native_runner(root, environ)
             if python:
                 env[rattler.PYTHON_VARIABLE] = python
-            artifacts_inside = str(artifacts)
+            artifacts_inside = str(options.artifacts)
         plan.tool_command = rattler.build_command(runner, recipe_root, config_file, artifacts_inside,
                                                   options.skip_tests)
     if in_container:
         if options.tool:
             env["BUILD_TOOL"] = plan.tool
-        if backend == "apptainer":
+        if plan.backend == "apptainer":
             _apptainer_command(plan, config, options, env)
         else:
             _docker_command(plan, config, options, env)
@@ -228,8 +244,6 @@ def make_plan(config: CiConfig, options: Options, environ: dict[str, str]) -> Bu
         env.update({"FEEDSTOCK_ROOT": str(root), "RECIPE_ROOT": recipe_root,
                     "LOCALBUILD_NATIVE": "1", "BUILD_TOOL": plan.tool})
         plan.command = ["bash", str(root / BUILD_SCRIPT)]
-    plan.env = env
-    return plan
 
 
 def _use_source_tarball(plan: BuildPlan, options: Options, env: dict[str, str],
