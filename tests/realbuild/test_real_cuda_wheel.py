@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from feedstock.after_build import compile_cache as compiles
 from tests.support.paths import REPO_ROOT
 from tests.support.real_wheel.cuda_wheel import links_magma
 
@@ -159,10 +160,20 @@ def test_downstream_cuda_extension_compiles_with_nvcc_and_loads(cudawheel, tmp_p
         "      cmdclass={'build_ext': BuildExtension})\n")
     cuda_home = cudawheel["activations"]["cuda-nvcc_linux-64"]["CUDA_HOME"]  # the toolkit behind nvcc
     env = {"MAX_JOBS": "2", "CFLAGS": "-O0 -g0", "CUDA_HOME": cuda_home, "TORCH_CUDA_ARCH_LIST": "7.5"}
+    stats = tmp_path / "ccache-stats.log"
+    if shutil.which("ccache"):
+        # nvcc through the machine's ccache (torch's ninja build takes PYTORCH_NVCC): the compile
+        # still runs through the launcher and is counted, and a later run is served its object.
+        # The base folder is the run's, above both this folder and the installed prefix.
+        base = os.path.commonpath([tmp_path, cudawheel["prefix"]])
+        env.update({**compiles.environment(compiles.default_folder(), str(stats), base_dir=base),
+                    "PYTORCH_NVCC": f"ccache {cuda_home}/bin/nvcc"})
     run([cudawheel["python"], "-m", "pip", "install", "--quiet", "--no-build-isolation", "--no-deps", "--no-index", src], env)
     assert run([cudawheel["python"], "-c", "import torch, cuda_ext; print(cuda_ext.threads())"]).stdout.strip() == "128"
     built = next((cudawheel["prefix"] / f"lib/python{PYTHON}/site-packages").glob("cuda_ext*.so"))
     assert ("cubin", 75) in fatbin_archs(built)  # nvcc compiled the kernel
+    if shutil.which("ccache"):
+        assert compiles.count_compiles(stats).compiled == 1, stats.read_text() if stats.exists() else "no stats log"
 
 
 def test_torch_compile_on_cpu_uses_the_installed_headers(cudawheel, tmp_path):
