@@ -37,10 +37,6 @@ def _one_of(*choices: object) -> Shape:
                  lambda value: not isinstance(value, bool) and value in choices)
 
 
-def _or_null(shape: Shape) -> Shape:
-    return Shape(f"{shape.says}, or null", lambda value: value is None or shape.accepts(value))
-
-
 STRING = Shape("a string", lambda value: isinstance(value, str))
 INTEGER = Shape("a whole number", _is_int)
 BOOLEAN = Shape("true or false", _is_bool)

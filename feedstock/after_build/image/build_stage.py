@@ -32,6 +32,7 @@ from .base import debian_base, runtime_packages
 from .build_tools import DEV_PREFIX, Toolset, install_dev
 from .container import check_python, command_in
 from .environment import PREFIX
+from .layers import unpack_layers
 from .pip_access import PipAccess
 from .requirements import BuildItem
 from .rootfs import cache_dir
@@ -73,8 +74,8 @@ def build_wheels(items: list[BuildItem], options: list[str], staging: Path, work
     `compile_cache` (a folder), the compiles go through the build base's ccache."""
     base = debian_base(host_pythons, (*runtime_packages(tools.flavour), *tools.debian), "build")
     root = work / "build-root"
-    (root / "opt").mkdir(parents=True)
-    run(["tar", "-C", str(root), "--numeric-owner", "-xpf", str(base.path)], "unpacking the build stage's base")
+    unpack_layers([base.path], root)
+    (root / "opt").mkdir(exist_ok=True)
     # hard links: the layers are already written, and the build reads the environment only
     run(["cp", "-al", str(staging / PREFIX.lstrip("/")), str(root / "opt")], "copying /opt/env into the build stage")
     try:

@@ -74,5 +74,5 @@ def unpack_layers(tars: Iterable[Path], dest: Path) -> None:
     decompressing the GBs of the torch layer again (85 s of a 217 s CPU image build)."""
     dest.mkdir(parents=True)
     for tar in tars:
-        run(["tar", "--extract", "--file", str(tar), "--directory", str(dest), "--numeric-owner"],
-            f"unpacking {tar.name} into the image's root filesystem")
+        run(["tar", "--extract", "--file", str(tar), "--directory", str(dest), "--numeric-owner",
+             "--preserve-permissions"], f"unpacking {tar.name} into {dest.name}")
