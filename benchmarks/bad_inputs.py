@@ -13,6 +13,12 @@ selector, a duplicated key) or gives one bad option value. Each case must end in
   - the scratch tree byte for byte as it was before the command ran (an input is never
     modified, nothing is left half-written).
 
+The signals class stops every command with SIGTERM halfway through its run (a scheduler's or a
+CI timeout's way to stop it): it must end within 15 s, with one `error:` line and exit 130 (or
+die of the signal before its handler was set, or end as its full run does), no traceback, and
+every file it changed must be as its full run leaves it (nothing half-written, no temporary
+file left).
+
 Every case runs under a 4 GiB memory cap (RLIMIT_DATA) and a time limit: a case killed by its
 limit is a hang, one that dies of a signal a crash. Prints one line per failing case and ends with
 `bad inputs: N tried, T tracebacks, C trees changed` (and the other failures, if any); exit 1
@@ -24,15 +30,19 @@ when any case failed. Adding a command or an input file is adding rows to CASES 
 from __future__ import annotations
 
 import argparse
+import gzip
 import hashlib
+import io
 import json
 import os
 import re
 import resource
 import shutil
+import signal
 import stat
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -189,10 +199,13 @@ class Case:
     target: str | None = None       # the file broken, relative to the tree
     how: str | None = None          # the breakage, or None for a bad option value
     feedstock: bool = True          # python -m feedstock (else build-locally.py)
+    signal_at: float | None = None  # SIGTERM at this fraction of the clean run's time
 
     @property
     def name(self) -> str:
         what = f"{self.target} {self.how}" if self.target else " ".join(self.argv)
+        if self.signal_at is not None:
+            what += f", SIGTERM at {self.signal_at:.0%} of its run"
         return f"{self.command}: {what}"
 
 
@@ -352,7 +365,39 @@ def all_cases() -> list[Case]:
         (*dry, "--source-tarball", ""), (*dry, "--source-tarball", "{work}/torch.whl", "--test-only"),
         (CPU_CONFIG, "--source-tarball", "{work}/torch.whl", "--min-free-gb", "0"),
     ], feedstock=False)
-    return cases
+    return cases + signal_cases(image, envfile, dry)
+
+
+# the signals class: every command stopped by SIGTERM (what a scheduler or a CI timeout sends)
+# halfway through its run. The commands that write get something to write: a stale job file
+# for rerender, a new version for bump.
+SIGNAL_AT = (0.5,)
+
+
+def signal_cases(image: tuple[str, ...], envfile: tuple[str, ...], dry: tuple[str, ...]) -> list[Case]:
+    job = f".ci_support/{CPU_CONFIG}.yaml"
+    runs = [
+        ("feedstock rerender", ("rerender",), job, "unknown-key", True),
+        ("feedstock rerender --check", ("rerender", "--check"), None, None, True),
+        ("feedstock render", ("render", CPU_CONFIG), None, None, True),
+        ("feedstock lint", ("lint",), None, None, True),
+        ("feedstock parity", ("parity",), None, None, True),
+        ("feedstock deps", ("deps", "--repodata", "{work}/repodata.json"), None, None, True),
+        ("feedstock bump", ("bump", "9.9.9", "--source", "{work}/pytorch-v9.9.9.tar.gz", "--skip-patch-check"),
+         None, None, True),
+        ("feedstock patches check", ("patches", "check", "--source", "{work}/source"), None, None, True),
+        ("feedstock downstream", ("downstream", "--channel", "{work}/onetorch", "--work", "{work}/dswork"),
+         None, None, True),
+        ("feedstock image", (*image, "--requirements", "{work}/requirements.txt"), None, None, True),
+        ("feedstock image --environment", envfile, None, None, True),
+        ("build-locally --dry-run", dry, None, None, False),
+        ("build-locally --list", ("--list",), None, None, False),
+        ("build-locally --dry-run --all", ("--dry-run", "--all", "--min-free-gb", "0"), None, None, False),
+        ("build-locally --dry-run --source-tarball", (*dry, "--source-tarball", "{work}/torch.whl"),
+         None, None, False),
+    ]
+    return [Case(command, argv, target, how, feedstock, at)
+            for command, argv, target, how, feedstock in runs for at in SIGNAL_AT]
 
 
 # --- running -------------------------------------------------------------------------------
@@ -397,6 +442,14 @@ def make_scratch(base: Path) -> tuple[Path, Path]:
     (work / "torch.whl").write_bytes(b"PK\x05\x06" + b"\0" * 18)   # an empty zip
     (work / "source").mkdir()
     (work / "source" / "version.txt").write_text("9.9.9\n")
+    # a release tarball for bump to take (the signals class stops a bump that writes)
+    # (the same bytes in every scratch: its sha256 goes into the recipe a finished run is compared with)
+    with gzip.GzipFile(work / "pytorch-v9.9.9.tar.gz", "wb", mtime=0) as packed, \
+            tarfile.open(fileobj=packed, mode="w") as tar:
+        data = b"9.9.9\n"
+        info = tarfile.TarInfo("pytorch-v9.9.9/version.txt")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
     # downstream --compare: a channel that lists one pytorch (a metadata-only package); catalogs
     # with a torch spec that is no version spec and with a source whose sha256 does not match
     write_metadata_package(work / "onetorch", "pytorch", "2.13.0", "cpu_generic_py311_h0000000_0")
@@ -420,7 +473,8 @@ def _memory_cap() -> None:
     resource.setrlimit(resource.RLIMIT_DATA, (MEMORY_CAP, MEMORY_CAP))
 
 
-def run_command(case: Case, tree: Path, work: Path, timeout: float) -> tuple[int, str]:
+def _command(case: Case, tree: Path, work: Path) -> tuple[list[str], Path, dict[str, str]]:
+    """The case's command line, its folder and its environment."""
     argv = [_fill(arg, tree, work) for arg in case.argv]
     if case.feedstock:
         command = [sys.executable, "-m", "feedstock", "--feedstock-root", str(tree), *argv]
@@ -430,12 +484,64 @@ def run_command(case: Case, tree: Path, work: Path, timeout: float) -> tuple[int
         cwd = tree
     env = {k: v for k, v in os.environ.items() if k not in ("CI", "DOCKER_EXECUTABLE")}
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return command, cwd, env
+
+
+def run_command(case: Case, tree: Path, work: Path, timeout: float) -> tuple[int, str]:
+    command, cwd, env = _command(case, tree, work)
     try:
         proc = subprocess.run(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, capture_output=True,
                               text=True, errors="replace", timeout=timeout, preexec_fn=_memory_cap)
     except subprocess.TimeoutExpired:
         return -1, f"timed out after {timeout:.0f} s"
     return proc.returncode, proc.stdout + proc.stderr
+
+
+# how long a command may take to stop after SIGTERM before it counts as a hang
+SIGNAL_GRACE = 15.0
+
+
+def run_signalled(case: Case, tree: Path, work: Path, delay: float) -> tuple[int, str] | None:
+    """The command, sent SIGTERM after `delay` seconds; None when it had ended by then."""
+    command, cwd, env = _command(case, tree, work)
+    proc = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, errors="replace", preexec_fn=_memory_cap)
+    try:
+        proc.communicate(timeout=delay)
+        return None
+    except subprocess.TimeoutExpired:
+        pass
+    proc.send_signal(signal.SIGTERM)
+    try:
+        output, _ = proc.communicate(timeout=SIGNAL_GRACE)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        return -1, f"still running {SIGNAL_GRACE:.0f} s after SIGTERM"
+    return proc.returncode, output
+
+
+def judge_signalled(code: int, output: str, changed: dict[str, str | None],
+                    finished: dict[str, str], finished_code: int) -> tuple[str, bool]:
+    """A command stopped by SIGTERM: it ends within the grace time, with 130 (its handler: one
+    line; Python's own way out of an interrupt, death by SIGINT, is 130 to a shell too), by the
+    signal itself (before its handler was set: nothing written yet), or as its uninterrupted run
+    ends (the signal came as it finished, or inside a library that ends its work first); no
+    traceback, and every file it changed is as the uninterrupted run leaves it (nothing
+    half-written, no temporary file left)."""
+    if "Traceback (most recent call last)" in output:
+        return "traceback", True
+    if code == -1:
+        return output, False
+    if code not in (130, -signal.SIGINT, -signal.SIGTERM, finished_code):
+        return f"exit {code} after SIGTERM", False
+    errors = [line for line in output.splitlines() if re.match(r"^([\w. -]+: )?error: |^build-locally: ", line)]
+    if code in (130, -signal.SIGINT) and len(errors) != 1:
+        return f"exit 130 with {len(errors)} error lines", False
+    torn = sorted(path for path, value in changed.items() if finished.get(path) != value)
+    if torn:
+        return "left " + ", ".join(torn[:4]), False
+    return "", False
 
 
 def judge(case: Case, code: int, output: str, clean: tuple[int, str] | None) -> tuple[str, bool]:
@@ -473,6 +579,8 @@ def run_case(case: Case, base: Path, timeout: float, clean: dict) -> Result | No
             target = Path(_fill(case.target, tree, work)) if "{work}" in case.target else tree / case.target
             if not break_file(target, case.how or ""):
                 return None
+        if case.signal_at is not None:
+            return _run_signalled_case(case, tree, work, clean[_clean_key(case)])
         before = tree_digest(tree), tree_digest(work)
         code, output = run_command(case, tree, work, timeout)
         after = tree_digest(tree), tree_digest(work)
@@ -493,18 +601,61 @@ def run_case(case: Case, base: Path, timeout: float, clean: dict) -> Result | No
         shutil.rmtree(base, ignore_errors=True)
 
 
+def _both(tree: Path, work: Path) -> dict[str, str]:
+    return {**{f"tree/{k}": v for k, v in tree_digest(tree).items()},
+            **{f"work/{k}": v for k, v in tree_digest(work).items()}}
+
+
+def _run_signalled_case(case: Case, tree: Path, work: Path, finished: tuple[float, dict[str, str]]) -> Result | None:
+    seconds, finished_code, finished_tree = finished
+    before = _both(tree, work)
+    # a command of a fraction of a second is stopped while Python starts: before its handler
+    # is set, it dies of the signal, which is fine when it has written nothing yet
+    ran = run_signalled(case, tree, work, delay=seconds * (case.signal_at or 0))
+    if ran is None:
+        return None  # it ended before the signal: nothing to judge
+    code, output = ran
+    after = _both(tree, work)
+    changed = {path: after.get(path) for path in set(before) | set(after) if before.get(path) != after.get(path)}
+    problem, traceback = judge_signalled(code, output, changed, finished_tree, finished_code)
+    # a file the stopped run wrote whole (as its uninterrupted run does) is no changed tree
+    torn = sorted(path for path, value in changed.items() if finished_tree.get(path) != value)
+    return Result(case, code, output, torn, problem, traceback)
+
+
+def _clean_key(case: Case) -> tuple:
+    if case.signal_at is not None:  # the same command and breakage, run to its end
+        return ("to its end", case.command, case.argv, case.feedstock, case.target, case.how)
+    return (case.command, case.argv, case.feedstock)
+
+
 def clean_runs(cases: list[Case], scratch: Path, timeout: float) -> dict:
-    """The clean run of every command that a same-meaning breakage is compared with."""
-    wanted = {(c.command, c.argv, c.feedstock) for c in cases
-              if c.how in SAME_MEANING or (c.target, c.how) in ACCEPTED}
+    """The clean run of every command that a same-meaning breakage is compared with, and of
+    every signalled command (its time and the tree it leaves)."""
+    wanted = {_clean_key(c): c for c in cases
+              if c.how in SAME_MEANING or (c.target, c.how) in ACCEPTED or c.signal_at is not None}
     found = {}
-    for index, (command, argv, feedstock) in enumerate(sorted(wanted)):
+    for index, (key, case) in enumerate(sorted(wanted.items(), key=lambda item: repr(item[0]))):
         base = scratch / f"clean-{index}"
         base.mkdir()
         tree, work = make_scratch(base)
-        found[(command, argv, feedstock)] = run_command(Case(command, argv, feedstock=feedstock), tree, work, timeout)
+        if case.signal_at is None:
+            found[key] = run_command(Case(case.command, case.argv, feedstock=case.feedstock), tree, work, timeout)
+        else:
+            if case.target is not None:
+                break_file(Path(_fill(case.target, tree, work)) if "{work}" in case.target else tree / case.target,
+                           case.how or "")
+            started = time.monotonic()
+            code, _ = run_command(case, tree, work, timeout)
+            found[key] = (time.monotonic() - started, code, _both(tree, work))
         shutil.rmtree(base, ignore_errors=True)
     return found
+
+
+def _crashed(result: Result) -> bool:
+    """Died of a signal, other than the SIGTERM a signalled case sent itself."""
+    sent = result.case.signal_at is not None and result.code == -signal.SIGTERM
+    return result.code < -1 and not sent
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -541,8 +692,8 @@ def main(argv: list[str] | None = None) -> int:
     tracebacks = sum(r.traceback for r in tried)
     changed = sum(bool(r.changed) for r in tried)
     hangs = sum(r.code == -1 for r in tried)           # killed by the timeout
-    crashes = sum(r.code < -1 for r in tried)          # died of a signal (SIGSEGV, SIGKILL of the OOM killer)
-    other = len(failed) - sum(1 for r in failed if r.traceback or r.changed or r.code < 0)
+    crashes = sum(_crashed(r) for r in tried)           # died of a signal (SIGSEGV, SIGKILL of the OOM killer)
+    other = len(failed) - sum(1 for r in failed if r.traceback or r.changed or r.code == -1 or _crashed(r))
     skipped = len(results) - len(tried)
     print(f"{len(tried)} cases in {time.monotonic() - start:.0f} s ({skipped} not applicable here"
           f"{', unreadable files need a non-root user' if os.geteuid() == 0 else ''})")

@@ -15,11 +15,11 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import signal
 import tempfile
-import threading
 from pathlib import Path
 from typing import Iterable, Iterator
+
+from .interrupts import signals_held
 
 
 def _umask() -> int:
@@ -41,26 +41,6 @@ def _temporary_beside(path: Path) -> Path:
     handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(handle)
     return Path(temp)
-
-
-@contextlib.contextmanager
-def signals_held() -> Iterator[None]:
-    """SIGINT and SIGTERM wait until the block ends (then they arrive as usual). Python runs
-    signal handlers in the main thread, so a handler that only notes the signal holds it back
-    whichever thread the kernel delivered it to (a signal mask would hold back only one)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    caught: list[int] = []
-    previous = {signum: signal.signal(signum, lambda number, frame: caught.append(number))
-                for signum in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, signal.SIG_DFL if handler is None else handler)
-        if caught:
-            signal.raise_signal(caught[0])
 
 
 @contextlib.contextmanager

@@ -235,12 +235,24 @@ def _interrupted(signum: int, frame: object) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = _parser()
-    args = parser.parse_args(argv)
+    # first: SIGTERM (a scheduler, a CI timeout) is Ctrl-C from here on, one line and 130
+    previous = signal.signal(signal.SIGTERM, _interrupted)
+    try:
+        return _main(argv)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _main(argv: list[str] | None) -> int:
+    try:
+        parser = _parser()
+        args = parser.parse_args(argv)
+    except KeyboardInterrupt:
+        print("error: python -m feedstock interrupted", file=sys.stderr)
+        return 130
     if not args.command:
         parser.print_help()
         return 2
-    previous = signal.signal(signal.SIGTERM, _interrupted)
     try:
         # the commands that write the feedstock's files: one at a time (a second one waits)
         writes = args.command == "rerender" or args.command in maintainer_cli.COMMANDS
@@ -266,5 +278,3 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # Ctrl-C: one line and the shell's convention, not a traceback
         print(f"error: python -m feedstock {args.command} interrupted", file=sys.stderr)
         return 130
-    finally:
-        signal.signal(signal.SIGTERM, previous)

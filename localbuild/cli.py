@@ -222,11 +222,19 @@ def _gigabytes(text: str) -> float:
 
 
 def main(feedstock_root: Path, argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    # first: SIGTERM (a scheduler, a CI timeout, a kill) is Ctrl-C from here on, one line and 130
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        return _main_interruptible(feedstock_root, argv)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _main_interruptible(feedstock_root: Path, argv: list[str] | None) -> int:
     # for the lock note: a waiting run shows whose run it waits for
     command_line = "build-locally.py " + shlex.join(sys.argv[1:] if argv is None else argv)
     try:
+        args = build_parser().parse_args(argv)
         return _main(feedstock_root.resolve(), args, command_line)
     except LocalBuildError as exc:
         sys.stdout.flush()
@@ -272,7 +280,6 @@ def _main(root: Path, args: argparse.Namespace, command_line: str) -> int:
     if slurm is not None:
         from .slurm.batch import run_slurm
 
-        signal.signal(signal.SIGTERM, _raise_interrupt)
         return run_slurm(plans, options, args, slurm, environ, args.dry_run, args.wait)
     from .batch import BatchOptions
 
@@ -364,7 +371,6 @@ def _run_here(plans: list, options: Options, batch, args: argparse.Namespace, co
     runnable = [plan for plan in plans if will_run(plan, args.force)]
     preflight.run_all(runnable, options.engine, root, options.cpu_count, args.min_free_gb,
                       options.tool, environ)
-    signal.signal(signal.SIGTERM, _raise_interrupt)  # schedulers stop jobs with SIGTERM
     console = Console()
     if args.array_task is not None:
         return _array_task(plans, options, args, console, environ)

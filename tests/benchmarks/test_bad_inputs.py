@@ -40,3 +40,29 @@ def test_a_case_that_fails_is_named_and_counted(tmp_path):
     assert bad_inputs.judge(case, 2, "error: recipe/meta.yaml:3: byte 0xe9 is not UTF-8 text\n", None) == ("", False)
     # an argparse usage error is one error line too
     assert bad_inputs.judge(case, 2, "usage: x\npython -m feedstock render: error: bad\n", None) == ("", False)
+
+
+def test_a_signalled_case_is_judged_on_its_exit_its_lines_and_what_it_left(tmp_path):
+    """The signals class's judge: stopped by SIGTERM, a command ends with 130 and one line (or
+    by the signal, or as its full run ends), and every file it changed is as its full run
+    leaves it: a half-written file or a temporary file left over is a changed tree."""
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        import bad_inputs
+    finally:
+        sys.path.pop(0)
+    finished = {"tree/.ci_support/job.yaml": "new-digest"}
+    judge = bad_inputs.judge_signalled
+    assert judge(130, "error: python -m feedstock rerender interrupted\n", {}, finished, 0) == ("", False)
+    assert judge(130, "error: python -m feedstock rerender interrupted\n",
+                 {"tree/.ci_support/job.yaml": "new-digest"}, finished, 0) == ("", False)
+    assert judge(-15, "", {}, finished, 0) == ("", False)
+    assert judge(0, "rerender: done\n", {}, finished, 0) == ("", False)
+    assert judge(1, "", {}, finished, 0)[0] == "exit 1 after SIGTERM"
+    assert judge(130, "", {}, finished, 0)[0] == "exit 130 with 0 error lines"
+    assert judge(130, "Traceback (most recent call last):\nKeyboardInterrupt\n", {}, finished, 0) == ("traceback", True)
+    assert judge(-1, "still running 15 s after SIGTERM", {}, finished, 0)[0].startswith("still running")
+    torn = {"tree/.ci_support/.job.yaml.x1.tmp": "abc:644"}
+    assert judge(130, "error: interrupted\n", torn, finished, 0)[0] == "left tree/.ci_support/.job.yaml.x1.tmp"
+    half = {"tree/.ci_support/job.yaml": "half-digest"}
+    assert judge(130, "error: interrupted\n", half, finished, 0)[0] == "left tree/.ci_support/job.yaml"

@@ -59,15 +59,23 @@ def indexed_view(channel: Path, views: Path) -> Path:
     source = channel.resolve()
     view = views / f"{source.name}-{hashlib.sha256(str(source).encode()).hexdigest()[:12]}"
     shutil.rmtree(view, ignore_errors=True)
-    (view / "noarch").mkdir(parents=True)
-    for package in sorted(p for p in source.glob("*/*") if p.name.endswith(PACKAGE_SUFFIXES)):
-        (view / package.parent.name).mkdir(exist_ok=True)
-        link = view / package.parent.name / package.name
-        try:  # a hard link: rattler's indexer passes symbolic links over
-            os.link(package, link)
-        except OSError:  # another filesystem
-            shutil.copy2(package, link)
-    index(view, shown_as=channel)
+    # made beside it and renamed when indexed: a run stopped halfway leaves no half a channel
+    building = view.with_name(view.name + ".partial")
+    shutil.rmtree(building, ignore_errors=True)
+    try:
+        (building / "noarch").mkdir(parents=True)
+        for package in sorted(p for p in source.glob("*/*") if p.name.endswith(PACKAGE_SUFFIXES)):
+            (building / package.parent.name).mkdir(exist_ok=True)
+            link = building / package.parent.name / package.name
+            try:  # a hard link: rattler's indexer passes symbolic links over
+                os.link(package, link)
+            except OSError:  # another filesystem
+                shutil.copy2(package, link)
+        index(building, shown_as=channel)
+        building.rename(view)
+    except BaseException:
+        shutil.rmtree(building, ignore_errors=True)
+        raise
     return view
 
 

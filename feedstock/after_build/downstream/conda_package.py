@@ -21,6 +21,8 @@ import zipfile
 from pathlib import Path
 from typing import Iterator
 
+from common.interrupts import interrupt_after_call
+
 from .. import compile_cache as compiles
 from ...dependents_catalog import Dependent
 from .channel import TorchBuild
@@ -231,10 +233,13 @@ def _rattler_build(recipe: Path, variant: Path | None, channels: list[Path], out
     from rattler_build import Stage0Recipe, ToolConfiguration, VariantConfig
 
     try:
-        results = Stage0Recipe.from_file(recipe).run_build(
-            variant_config=VariantConfig.from_file(variant) if variant else None,
-            tool_config=ToolConfiguration(test_strategy="skip", compression_threads=2),
-            output_dir=output_dir, channels=[str(c) for c in channels], package_format="conda:1")
+        # a Ctrl-C or SIGTERM raised inside its log callback would become this build's error
+        # and the run would go on with the next dependent: it arrives after the call instead
+        with interrupt_after_call():
+            results = Stage0Recipe.from_file(recipe).run_build(
+                variant_config=VariantConfig.from_file(variant) if variant else None,
+                tool_config=ToolConfiguration(test_strategy="skip", compression_threads=2),
+                output_dir=output_dir, channels=[str(c) for c in channels], package_format="conda:1")
     except Exception as err:  # rattler-build raises one error type per failing stage
         message = first_error(output_dir, str(err))
         unsolvable = "resolve dependencies" in message
