@@ -158,6 +158,44 @@ def build(opts: Options, say=print) -> Result:
     return result
 
 
+def _assemble(layout: Layout, base: Base, layers_dir: Path, torch_version: str, say) -> list[str]:
+    """The base, torch and environment layers in the OCI layout (umoci gzips each); their roles."""
+    say("image: assembling the OCI layout")
+    layout.start(base)
+    roles = ["base"] if base.kind == "rootfs" else [f"base{i}" for i in range(len(layout.layer_digests()))]
+    layout.add_layer(layers_dir / "torch.tar", f"torch {torch_version}: {', '.join(environment.TORCH_PACKAGES)}")
+    layout.add_layer(layers_dir / "environment.tar", "the rest of the conda environment")
+    return roles + ["torch", "environment"]
+
+
+def _pip_steps(work: Path, layout: Layout, base: Base, opts: Options, image: Definition, pips: PipPlan,
+               env, access: PipAccess, records: list, epoch: int, say) -> int:
+    """The build stage and the pip step on the image's root filesystem; writes the requirements
+    layer's tar (returns its size)."""
+    layers_dir = work / "layers"
+    rootfs = work / "rootfs"
+    if base.kind == "rootfs":   # the layers' own tars, uncompressed
+        unpack_layers([base.path, layers_dir / "torch.tar", layers_dir / "environment.tar"], rootfs)
+    else:
+        layout.unpack_rootfs(rootfs)
+    # before the slow part: a python that cannot start fails every pip step
+    check_python(opts.engine, rootfs, "the image")
+    wheels: list[Path] = []
+    if pips.build:
+        wheels = build_wheels(pips.build, pips.options, env.staging, work, opts.engine, opts.find_links,
+                              access, opts.host_pythons, epoch, say, use_cache=opts.wheel_cache,
+                              wheel_cache_dir=opts.wheel_cache_dir,
+                              tools=toolset(image.flavour, records), channels=image.channels,
+                              cuda=opts.cuda if image.flavour == "gpu" else None,
+                              pkgs=opts.pkgs_dir or work / "pkgs", compile_cache=opts.compile_cache)
+    say(f"image: pip install -r {image.pip_label} in the image ({opts.engine})")
+    pip_out = work / "pip-out"
+    pip_layer(rootfs, pips.options, pips.runtime, image.pip_label,
+              env.torch_version, pip_out, opts.engine, opts.find_links, access, wheels)
+    shutil.rmtree(rootfs)
+    return write_layer(pip_out, tree_names(pip_out), layers_dir / "requirements.tar", epoch)
+
+
 def _build_in(tmp: Path, opts: Options, image: Definition, pips: PipPlan, access: PipAccess,
               base: Base | None, records: list, name: str, ref: str, say) -> Result:
     epoch, work = _epoch(), tmp / "work"
@@ -172,40 +210,24 @@ def _build_in(tmp: Path, opts: Options, image: Definition, pips: PipPlan, access
     sizes["torch"] = write_layer(env.staging, env.torch_names, layers_dir / "torch.tar", epoch)
     sizes["environment"] = write_layer(env.staging, env.rest_names, layers_dir / "environment.tar", epoch)
     layout = Layout(tmp / "oci", ref, epoch)
-    say("image: assembling the OCI layout")
-    layout.start(base)
-    roles = ["base"] if base.kind == "rootfs" else [f"base{i}" for i in range(len(layout.layer_digests()))]
-    layout.add_layer(layers_dir / "torch.tar", f"torch {env.torch_version}: {', '.join(environment.TORCH_PACKAGES)}")
-    layout.add_layer(layers_dir / "environment.tar", "the rest of the conda environment")
-    roles += ["torch", "environment"]
+    roles: list[str] = []
+    # over a rootfs base the pip steps run on the layers' own tars, before umoci compresses
+    # them: an extension that does not compile or a python that cannot start fails a minute
+    # sooner. An OCI base is unpacked from the layout, so that one is assembled first.
+    if base.kind != "rootfs":
+        roles = _assemble(layout, base, layers_dir, env.torch_version, say)
     if pips.runtime or pips.build:
-        rootfs = work / "rootfs"
-        if base.kind == "rootfs":   # the layers' own tars, uncompressed, are still here
-            unpack_layers([base.path, layers_dir / "torch.tar", layers_dir / "environment.tar"], rootfs)
-        else:
-            layout.unpack_rootfs(rootfs)
-        # before the slow part: a python that cannot start fails every pip step
-        check_python(opts.engine, rootfs, "the image")
-        wheels: list[Path] = []
-        if pips.build:
-            wheels = build_wheels(pips.build, pips.options, env.staging, work, opts.engine, opts.find_links,
-                                  access, opts.host_pythons, epoch, say, use_cache=opts.wheel_cache,
-                                  wheel_cache_dir=opts.wheel_cache_dir,
-                                  tools=toolset(image.flavour, records), channels=image.channels,
-                                  cuda=opts.cuda if image.flavour == "gpu" else None,
-                                  pkgs=opts.pkgs_dir or work / "pkgs", compile_cache=opts.compile_cache)
-        say(f"image: pip install -r {image.pip_label} in the image ({opts.engine})")
-        pip_out = work / "pip-out"
-        pip_layer(rootfs, pips.options, pips.runtime, image.pip_label,
-                  env.torch_version, pip_out, opts.engine, opts.find_links, access, wheels)
-        shutil.rmtree(rootfs)
-        sizes["requirements"] = write_layer(pip_out, tree_names(pip_out), layers_dir / "requirements.tar", epoch)
+        sizes["requirements"] = _pip_steps(work, layout, base, opts, image, pips, env, access, records, epoch, say)
+    if base.kind == "rootfs":
+        roles = _assemble(layout, base, layers_dir, env.torch_version, say)
+    if "requirements" in sizes:
         layout.add_layer(layers_dir / "requirements.tar", f"pip install -r {Path(image.pip_label).name}")
         roles.append("requirements")
     layout.configure({"org.opencontainers.image.title": name, "feedstock.torch.version": env.torch_version,
                       "feedstock.flavour": image.flavour, "feedstock.python": env.python_version})
     say(f"image: docker-archive {ARCHIVE}")
-    layout.docker_archive(tmp / ARCHIVE, name)
+    tars = [base.path, *(layers_dir / f"{role}.tar" for role in roles[1:])] if base.kind == "rootfs" else None
+    layout.docker_archive(tmp / ARCHIVE, name, tars)
     (tmp / "Apptainer.def").write_text(apptainer_recipe(ARCHIVE, name, image.flavour))
     result = Result(opts.output, name, layout.manifest_digest(), dict(zip(roles, layout.layer_digests())), sizes)
     (tmp / "image.json").write_text(json.dumps(
