@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from megabuild.staging import is_loaded_by_path
+from tests.support.ccache_launch import cmake_ccache
 from tests.support.paths import REPO_ROOT, TORCH_WHEEL_VERSION
 from tests.support.pythons import find_cpythons
 from tests.support.scratch import module_scratch
@@ -389,14 +390,16 @@ def test_cmake_find_package_torch(layout: SplitLayout, tmp_path: Path, how: str)
                       layout.sp_dir / "torch" / "lib" / "libtorch_python.so"),
     }[how]
     build = tmp_path / "build"
-    env = layout.test_env()
+    launcher = cmake_ccache(build, layout.prefix, Path(CMAKE_TEST_DIR))
+    env = layout.test_env(**launcher.env)
     # no CMAKE_BUILD_TYPE: unoptimised compiles of the torch headers are the quickest
     run(["cmake", "-S", CMAKE_TEST_DIR, "-B", build, "-G", "Ninja", "-DWITH_TORCH_PYTHON=ON",
-         f"-DPython3_EXECUTABLE={layout.python}", where], env=env)
+         f"-DPython3_EXECUTABLE={layout.python}", where, *launcher.defines], env=env)
     cache = read_cache(build / "CMakeCache.txt")
     assert Path(cache["Torch_DIR"]) == torch_dir
     assert Path(cache["TORCH_PYTHON_LIBRARY"]) == torch_python
     run(["cmake", "--build", build, "-j", "2"], env=env, timeout=900)
+    assert launcher.compiled() is None or launcher.compiled() >= 2  # main.cpp and ext.cpp, through the launcher
     assert "torch_smoke OK" in run([build / "torch_smoke"], env=env).stdout
     code = ("import sys, torch; sys.path.insert(0, sys.argv[1]); import torch_smoke_ext; "
             "print(float(torch_smoke_ext.scaled_sum(torch.ones(4), 2.5)))")

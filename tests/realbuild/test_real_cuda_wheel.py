@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from feedstock.after_build import compile_cache as compiles
+from tests.support.ccache_launch import cmake_ccache
 from tests.support.paths import REPO_ROOT
 from tests.support.real_wheel.cuda_wheel import links_magma
 
@@ -130,15 +131,18 @@ def test_cmake_test_with_cuda_and_the_machines_nvcc(cudawheel, tmp_path):
     project = tmp_path / "cmake_test"
     shutil.copytree(REPO_ROOT / "recipe" / "cmake_test", project)
     toolkit = cudawheel["activations"]["cuda-nvcc_linux-64"]
+    launcher = cmake_ccache(build, prefix, project)
     # what conda's nvcc activation passes: the toolkit root (Caffe2's config still uses the old
     # FindCUDA) and the prefix, where cuda-nvrtc-dev & co. put their libraries
     out = run(["cmake", "-S", project, "-B", build, "-G", "Ninja", "-DWITH_TORCH_PYTHON=ON",
                f"-DTorch_DIR={prefix / 'share/cmake/Torch'}", f"-DPython3_EXECUTABLE={cudawheel['python']}",
                f"-DCMAKE_CUDA_COMPILER={toolkit['CUDACXX']}", f"-DCUDA_TOOLKIT_ROOT_DIR={toolkit['CUDA_HOME']}",
-               f"-DCUDAToolkit_ROOT={toolkit['CUDA_HOME']}", f"-DCMAKE_PREFIX_PATH={prefix}"]).stdout
+               f"-DCUDAToolkit_ROOT={toolkit['CUDA_HOME']}", f"-DCMAKE_PREFIX_PATH={prefix}", *launcher.defines],
+              launcher.env).stdout
     cache = (build / "CMakeCache.txt").read_text()
     assert f"CUDA_NVCC_EXECUTABLE:FILEPATH={toolkit['CUDA_HOME']}/bin/nvcc\n" in cache, out[-2000:]
-    run(["cmake", "--build", build])
+    run(["cmake", "--build", build], launcher.env)
+    assert launcher.compiled() is None or launcher.compiled() >= 2  # main.cpp and ext.cpp, through the launcher
     code = ("import sys, torch; sys.path.insert(0, sys.argv[1]); import torch_smoke_ext; "
             "print(float(torch_smoke_ext.scaled_sum(torch.ones(4), 2.5)))")
     assert run([cudawheel["python"], "-c", code, build]).stdout.strip() == "10.0"

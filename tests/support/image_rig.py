@@ -55,8 +55,10 @@ class Rig:
         return self.command(*common, "--flavour", "cpu", "--python", PYTHON, *args, output=output)
 
     def command(self, *args: str, output: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
-        """python -m feedstock image ARGS --output OUTPUT, with this rig's podman."""
-        return image_command(self.podman, *args, output=output or self.work / "refused", env=env)
+        """python -m feedstock image ARGS --output OUTPUT, with this rig's podman and its one
+        package cache: every image of the rig installs the same packages, unpacked once."""
+        pkgs = () if "--pkgs-dir" in args else ("--pkgs-dir", str(self.work / "pkgs"))
+        return image_command(self.podman, *args, *pkgs, output=output or self.work / "refused", env=env)
 
 
 def image_command(podman: Podman, *args: str, output: Path, env: dict | None = None) -> subprocess.CompletedProcess:
