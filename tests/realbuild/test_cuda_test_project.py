@@ -27,7 +27,9 @@ import pytest
 pytest.importorskip("rattler_build", reason="py-rattler-build (requirements-dev.txt) is not installed")
 pytest.importorskip("rattler", reason="py-rattler (requirements-dev.txt) is not installed")
 
+from feedstock.after_build import compile_cache as compiles  # noqa: E402
 from megabuild.build_env import cuda_arch_list  # noqa: E402
+from megabuild.compile_cache import STATS_LOG_NAME  # noqa: E402
 from tests.realbuild.cuda import cuda_job, fatbin_archs, nvcc_major_minor  # noqa: E402
 from tests.realbuild.feedstock_build import build_feedstock  # noqa: E402
 from tests.realbuild.install import (SolveError, absolute_rpaths, escaping_symlinks,  # noqa: E402
@@ -58,9 +60,14 @@ def cudabuild(tmp_path_factory: pytest.TempPathFactory, cpythons: dict[str, Path
         pytest.skip(str(err))
     prepared = prepare_job(tmp_path_factory.mktemp("realbuild-cuda"), job, {PYTHON: cpythons[PYTHON]}, versions)
     work = prepared.work
+    environ = {"FEEDSTOCK_MAX_JOBS": "2", "CONDA_OVERRIDE_CUDA": cuda}
+    if shutil.which("ccache"):
+        # the driver's compile cache (the recipe's FEEDSTOCK_COMPILE_CACHE) in the machine's ccache
+        # folder: every file still goes through ccache and is counted (below); a machine that
+        # compiled the same sources before serves nvcc's objects
+        environ["FEEDSTOCK_COMPILE_CACHE"] = str(compiles.default_folder())
     build = build_feedstock(prepared.recipe, prepared.variant, prepared.toolchain.channel,
-                            work / "build_artifacts",
-                            environ={"FEEDSTOCK_MAX_JOBS": "2", "CONDA_OVERRIDE_CUDA": cuda})
+                            work / "build_artifacts", environ=environ)
     channels = [build.output_dir, prepared.toolchain.channel]
     prefixes, records = {}, {}
     for flavour in FLAVOURS:
@@ -87,6 +94,15 @@ def test_all_cuda_outputs_built(cudabuild):
                 f"pytorch-{v}-{tag}_generic_py{PYTHON.replace('.', '')}_h", f"pytorch-gpu-{v}-{tag}_generic_h"]
     for prefix in expected:
         assert any(n.startswith(prefix) and n.endswith("_200.conda") for n in names), (prefix, names)
+
+
+@pytest.mark.skipif(shutil.which("ccache") is None, reason="ccache is not installed (apt-get install ccache)")
+def test_every_compile_went_through_the_drivers_compile_cache(cudabuild):
+    """The split step's translation units, Kernels.cu among them, each went through ccache
+    (served from the machine's cache or compiled): counted from the driver's stats log."""
+    logs = list(cudabuild["build"].output_dir.glob(f"bld/**/{STATS_LOG_NAME}"))
+    assert logs, "the driver wrote no ccache stats log: was FEEDSTOCK_COMPILE_CACHE passed to the build?"
+    assert sum(compiles.count_compiles(log).compiled for log in logs) >= 2
 
 
 def test_nvcc_compiled_the_kernels_for_the_arch_list(cudabuild):
