@@ -43,7 +43,7 @@ sys.path.insert(0, str(ROOT))
 from feedstock.after_build.downstream import pip_wheel  # noqa: E402
 from feedstock.dependents_catalog import Dependent, dependents_test_dir, load_catalog  # noqa: E402
 from feedstock.after_build.downstream.environment import clean_environ  # noqa: E402
-from feedstock.after_build.downstream.run import Options, run  # noqa: E402
+from feedstock.after_build.downstream.run import DownstreamRequest, run  # noqa: E402
 from feedstock.after_build.downstream.sources import default_cache, fetch  # noqa: E402
 from feedstock.after_build.downstream.testrun import import_error, run_pytest  # noqa: E402
 
@@ -91,7 +91,7 @@ def dependent_file(name: str) -> Path:
     return dependents_test_dir(CATALOG) / name
 
 
-def matrix_bench(options: Options, work: Path) -> int:
+def matrix_bench(options: DownstreamRequest, work: Path) -> int:
     """The matrix, then its applicable cells one by one; the issue's last line."""
     from feedstock.after_build.downstream.matrix_run import run_matrix
     from feedstock.after_build.downstream.matrix_table import format_matrix
@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     work = args.work or Path(tempfile.mkdtemp(prefix="bench-downstream-"))
     cache = default_cache()
     envs = {k: Path(v) for k, _, v in (e.partition("=") for e in args.env)}
-    options = Options(catalog=CATALOG, channels=args.channel, with_channels=args.with_channel, names=args.names,
+    options = DownstreamRequest(catalog=CATALOG, channels=args.channel, with_channels=args.with_channel, names=args.names,
                       work=work / "ours", cache=cache, variant=args.variant, envs=envs, pkgs=args.pkgs_dir)
     if args.matrix:
         return matrix_bench(options, work)

@@ -131,10 +131,10 @@ def _wheel_cache_dir(args: argparse.Namespace) -> Path | None:
 
 def _cmd_image(args: argparse.Namespace) -> int:
     from .after_build import compile_cache as compiles
-    from .after_build.image.build import Options, build
+    from .after_build.image.build import ImageRequest, build
 
     start = time.perf_counter()
-    result = build(Options(channels=args.channel, flavour=args.flavour, python=args.python, output=args.output,
+    result = build(ImageRequest(channels=args.channel, flavour=args.flavour, python=args.python, output=args.output,
                            requirements=args.requirements, base=args.base, host_pythons=args.host_python,
                            find_links=args.find_links, engine=args.engine, name=args.name, cuda=args.cuda,
                            pkgs_dir=args.pkgs_dir, environment=args.environment, pip_cert=args.pip_cert,

@@ -62,7 +62,7 @@ def run_batch(plans: list[BuildPlan], options: Options, batch: BatchOptions, con
             continue
         try:
             if batch.prune and ran_before:
-                _prune(options.engine, console)
+                _prune(options.request.engine, console)
             ran_before = True
             outcome = run_plan(plan, options, console, label, environ)
         except BuildInterrupted as exc:
@@ -84,8 +84,8 @@ def run_batch(plans: list[BuildPlan], options: Options, batch: BatchOptions, con
         return EXIT_INTERRUPTED
     if engine_lost:
         # one line for the user, after the summary that names what was built
-        print(f"error: the {options.engine.flavour} engine stopped answering during {engine_lost}; "
-              f"{engines.how_to_start(options.engine)}, then run the same command again: the "
+        print(f"error: the {options.request.engine.kind} engine stopped answering during {engine_lost}; "
+              f"{engines.how_to_start(options.request.engine)}, then run the same command again: the "
               "configs already built are skipped", file=sys.stderr, flush=True)
         return EXIT_PREFLIGHT
     if any(row.result.startswith(("failed", "interrupted")) for row in rows):

@@ -12,16 +12,14 @@ from pathlib import Path
 from . import engine as engines
 from .gpu_archs import check_arch_options_apply, check_gpu_tests_apply
 from . import rattler
-from .channels import parse_channels
 from .configs import CiConfig, config_names, load_config
 from .console import Console
 from .errors import EXIT_USAGE, LocalBuildError
-from .overrides import parse_overrides
+from .request import BuildRequest, request_from_arguments
 from .ownership import hand_back, host_user_id
-from .apptainer import parse_sif
 from .plan import MARKER_PREFIX, Options, default_cpu_count, make_plan
 from .selection import apply_filters, compile_filters, menu, select
-from .source_tarball import check_tarball, tarball_path
+from .source_tarball import check_tarball
 from .tokens import UPLOAD_CREDENTIALS
 
 DESCRIPTION = """\
@@ -268,13 +266,10 @@ def _main(root: Path, args: argparse.Namespace, command_line: str) -> int:
                                                 sys.stdin, sys.stdout))
     if args.debug and len(chosen) != 1:
         raise LocalBuildError(f"--debug works on one config; {len(chosen)} selected", EXIT_USAGE)
-    overrides = parse_overrides(args.python, args.cuda_arch, args.rocm_arch, args.jobs,
-                                args.ccache, args.dev_tag, args.compile_cache,
-                                args.compile_cache_read_only, args.heavy_jobs)
+    options = _options(root, args, slurm is not None, interactive, environ)
     backends = {config(name).gpu[0] for name in chosen}
     check_arch_options_apply(backends, args.cuda_arch, args.rocm_arch)
     check_gpu_tests_apply(backends, args.gpu_tests)
-    options = _options(root, args, overrides, slurm is not None, interactive, environ)
     plans = [make_plan(config(name), options, environ) for name in chosen]
     _check_plans(plans, options, args, slurm is not None)
     if slurm is not None:
@@ -292,7 +287,7 @@ def _main(root: Path, args: argparse.Namespace, command_line: str) -> int:
         if args.downstream:
             from .downstream import command
 
-            print("after the batch: " + " ".join(command(root, options.artifacts, options.channels, environ)))
+            print("after the batch: " + " ".join(command(root, options.artifacts, options.request.channels, environ)))
         return 0
     return _run_here(plans, options, batch, args, command_line, environ)
 
@@ -320,29 +315,23 @@ def _refuse_contradictions(args: argparse.Namespace) -> None:
             raise LocalBuildError(line.format(engine=args.engine), EXIT_USAGE)
 
 
-def _options(root: Path, args: argparse.Namespace, overrides, slurm: bool, interactive: bool,
+def _options(root: Path, args: argparse.Namespace, slurm: bool, interactive: bool,
              environ: dict[str, str]) -> Options:
-    """The run's Options from the command line and the environment (a Slurm task: the ones its
-    submitter resolved)."""
-    options = Options(
-        feedstock_root=root, engine=engines.resolve_engine(args.engine, environ),
-        # HPC nodes have no Docker: a Slurm task builds natively unless an engine is named
-        native=args.native or (slurm and not args.engine),
-        index="skip" if args.array_task else "after-build",
-        task_output=_task_output(root, args.array_task),
-        apptainer_image=parse_sif(args.apptainer_image), overrides=overrides, debug=args.debug, output_id=args.output_id,
-        upload=args.upload, gpu_tests=args.gpu_tests, test_only=args.test_only, cpu_count=default_cpu_count(environ),
-        ci=environ.get("CI", ""), extra_run_args=tuple(engines.extra_run_arguments(environ)),
-        stdin_is_tty=interactive, emulate=args.emulate, tool=args.tool,
-        channels=parse_channels(args.channel), skip_tests=args.skip_tests,
-        source_tarball=tarball_path(args.source_tarball) if args.source_tarball is not None else None,
-        stamp=f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")  # unique container names
-    if args.array_task is not None:  # a Slurm task builds with the options the submitter resolved
-        options = _task_build_options(options, args.array_task)
-    if args.upload and not any(environ.get(k) for k in UPLOAD_CREDENTIALS):
+    """The run's Options: the build request resolved from the command line and the environment
+    (a Slurm task: the one its submitter resolved), and this machine's own values."""
+    request = request_from_arguments(args, environ, slurm)
+    if args.array_task is not None:  # a Slurm task builds with the request the submitter resolved
+        request = _task_request(args.array_task)
+    if request.upload and not any(environ.get(k) for k in UPLOAD_CREDENTIALS):
         raise LocalBuildError("--upload needs BINSTAR_TOKEN or ANACONDA_API_TOKEN in the "
                               "environment", EXIT_USAGE)
-    return options
+    return Options(
+        feedstock_root=root, request=request,
+        index="skip" if args.array_task else "after-build",
+        task_output=_task_output(root, args.array_task), debug=args.debug,
+        cpu_count=default_cpu_count(environ), ci=environ.get("CI", ""),
+        extra_run_args=tuple(engines.extra_run_arguments(environ)), stdin_is_tty=interactive,
+        stamp=f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")  # unique container names
 
 
 def _check_plans(plans: list, options: Options, args: argparse.Namespace, slurm: bool) -> None:
@@ -350,8 +339,8 @@ def _check_plans(plans: list, options: Options, args: argparse.Namespace, slurm:
     if all(plan.skip_reason for plan in plans):
         reasons = "; ".join(f"{plan.name}: {plan.skip_reason}" for plan in plans[:3])
         raise LocalBuildError(f"nothing this machine can build ({reasons})", EXIT_USAGE)
-    if options.source_tarball is not None:  # before anything is written, dry runs too
-        check_tarball(options.source_tarball, list(dict.fromkeys(p.source for p in plans if p.source)))
+    if options.request.source_tarball is not None:  # before anything is written, dry runs too
+        check_tarball(options.request.source_tarball, list(dict.fromkeys(p.source for p in plans if p.source)))
     if not slurm and args.array_task is None:
         # the same line in a dry run as in the run (a Slurm job's nodes count their own cores)
         from .preflight import check_cpu_count
@@ -369,8 +358,8 @@ def _run_here(plans: list, options: Options, batch, args: argparse.Namespace, co
     root = options.feedstock_root
     # before the lock: a machine that cannot build creates nothing, not even build_artifacts/
     runnable = [plan for plan in plans if will_run(plan, args.force)]
-    preflight.run_all(runnable, options.engine, root, options.cpu_count, args.min_free_gb,
-                      options.tool, environ)
+    preflight.run_all(runnable, options.request.engine, root, options.cpu_count, args.min_free_gb,
+                      options.request.tool, environ)
     console = Console()
     if args.array_task is not None:
         return _array_task(plans, options, args, console, environ)
@@ -383,7 +372,7 @@ def _run_here(plans: list, options: Options, batch, args: argparse.Namespace, co
             if args.downstream:  # inside the lock: it indexes build_artifacts/
                 from .downstream import run_downstream
 
-                downstream = run_downstream(root, options.artifacts, options.channels, environ, console.say)
+                downstream = run_downstream(root, options.artifacts, options.request.channels, environ, console.say)
                 status = status or downstream
             return status
     finally:
@@ -420,16 +409,15 @@ def _task_output(root: Path, job_dir: Path | None) -> str | None:
         raise LocalBuildError(f"--array-task {job_dir}: not inside build_artifacts/", EXIT_USAGE) from None
 
 
-def _task_build_options(options, job_dir: Path):
-    """``options`` with the build options of the submitting run (job.json's build_options)."""
-    from .plan import with_build_options
+def _task_request(job_dir: Path) -> BuildRequest:
+    """The build request of the submitting run (job.json's build_request)."""
     from .slurm.summary import JOB_FILE, read_json
 
     job = read_json(job_dir / JOB_FILE) or {}
     try:
-        return with_build_options(options, job["build_options"])
+        return BuildRequest.from_json(job["build_request"])
     except (KeyError, TypeError, ValueError):
-        raise LocalBuildError(f"--array-task {job_dir}: its {JOB_FILE} has no readable build_options "
+        raise LocalBuildError(f"--array-task {job_dir}: its {JOB_FILE} has no readable build_request "
                               "(it is written by build-locally.py --scheduler slurm); submit again",
                               EXIT_USAGE) from None
 

@@ -6,18 +6,18 @@ import os
 import shlex
 import subprocess
 import sys
-from contextlib import contextmanager
+import tempfile
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Callable, Iterator
+from typing import Callable
 
 from . import engine as engines
 from .batch import LOGS_ZIP, BatchOptions, will_run
-from .configs import python_label
+from .location import location_of
 from .plan import BuildPlan, Options
 from .preflight import free_gb
 
-RenderFn = Callable[[Path, str], list]
+RenderFn = Callable[[Path, str, dict], list]
 DEV_TAG_VARIABLE = "FEEDSTOCK_DEV_TAG"
 
 
@@ -38,10 +38,12 @@ def load_renderer() -> tuple[RenderFn | None, type | None, str]:
     if not (tools / "feedstock" / "__main__.py").is_file():
         return None, None, f"no feedstock tools beside build-locally.py in {tools}"
 
-    def render(root: Path, config: str) -> list:
+    def render(root: Path, config: str, build_env: dict) -> list:
+        # the recipe reads the build's variables (FEEDSTOCK_DEV_TAG) as the build's own render does
+        env = {key: value for key, value in os.environ.items() if key != DEV_TAG_VARIABLE}
         proc = subprocess.run([sys.executable, "-m", "feedstock", "--feedstock-root", str(root), "render",
                                config, "--json"], cwd=tools, capture_output=True, text=True, timeout=600,
-                              env={**os.environ, "PYTHONPATH": str(tools)})
+                              env={**env, **build_env, "PYTHONPATH": str(tools)})
         if proc.returncode != 0:
             lines = proc.stderr.strip().splitlines()
             last = lines[-1] if lines else f"exit {proc.returncode}"
@@ -53,56 +55,33 @@ def load_renderer() -> tuple[RenderFn | None, type | None, str]:
     return render, RenderFailed, ""
 
 
-def describe_outputs(root: Path, config: str, renderer: tuple[RenderFn | None, type | None, str],
-                     dev_tag: str | None = None, pythons: set[str] | None = None) -> list[str]:
-    """Output lines; with ``pythons`` (a --python subset) outputs for other Pythons are left out."""
+def describe_outputs(root: Path, plan: BuildPlan, renderer: tuple[RenderFn | None, type | None, str]) -> list[str]:
+    """Output lines of what the plan's build renders: its own config (the derived one a --python
+    subset or --channel writes, rendered from a temporary copy) and its dev tag."""
     render, feedstock_error, why = renderer
-    hint = f"run `python -m feedstock render {config}` (needs requirements-dev.txt)"
+    hint = f"run `python -m feedstock render {plan.name}` (needs requirements-dev.txt)"
     if render is None:
         return [f"outputs:      not rendered here (renderer unavailable: {why}); {hint}"]
+    build_env = {DEV_TAG_VARIABLE: plan.dev_tag} if plan.dev_tag else {}
     try:
-        with _dev_tag_in_environment(dev_tag):  # the recipe reads it as conda-build's would
-            outputs = render(root, config)
+        with tempfile.TemporaryDirectory(prefix="build-locally-dry-run-") as scratch:
+            config = plan.name
+            if plan.derived_text is not None and plan.derived_config is not None:
+                config = str(Path(scratch) / plan.derived_config.name)
+                Path(config).write_text(plan.derived_text, encoding="utf-8")
+            outputs = render(root, config, build_env)
     except Exception as exc:  # noqa: BLE001 - a renderer bug must not break the dry run
         if getattr(exc, "unavailable", False):
             return [f"outputs:      not rendered here (renderer unavailable: {exc}); {hint}"]
         kind = "" if feedstock_error and isinstance(exc, feedstock_error) else f"{type(exc).__name__}: "
         return [f"outputs:      cannot render ({kind}{exc}); {hint}"]
-    shown = [output for output in outputs
-             if pythons is None or _python_label(output) in (None, *pythons)]
-    left_out = len(outputs) - len(shown)
-    lines = [f"outputs:      {len(shown)}"
-             + (f" ({left_out} for Pythons this dev build skips are left out)" if left_out else "")]
-    for output in shown:
+    lines = [f"outputs:      {len(outputs)}"]
+    for output in outputs:
         name = getattr(output, "name", "?")
         version = getattr(output, "version", "?")
         build = getattr(output, "build_string", "?")
         lines.append(f"  {name}-{version}-{build}")
     return lines
-
-
-def _python_label(output: object) -> str | None:
-    """'3.12' (or '3.13t') for an output built for one Python (from its variant), else None."""
-    variant = getattr(output, "variant", None)
-    if not isinstance(variant, dict) or not variant.get("python"):
-        return None
-    return python_label(str(variant["python"]))
-
-
-@contextmanager
-def _dev_tag_in_environment(dev_tag: str | None) -> Iterator[None]:
-    previous = os.environ.get(DEV_TAG_VARIABLE)
-    if dev_tag:
-        os.environ[DEV_TAG_VARIABLE] = dev_tag
-    else:
-        os.environ.pop(DEV_TAG_VARIABLE, None)
-    try:
-        yield
-    finally:
-        if previous is None:
-            os.environ.pop(DEV_TAG_VARIABLE, None)
-        else:
-            os.environ[DEV_TAG_VARIABLE] = previous
 
 
 def print_plans(plans: list[BuildPlan], options: Options, batch: BatchOptions,
@@ -117,7 +96,7 @@ def print_plans(plans: list[BuildPlan], options: Options, batch: BatchOptions,
         if not will_run(plan, batch.force):  # the batch's own test, so the plan cannot differ
             write(f"skipped:      already built ({plan.marker} exists; --force rebuilds)")
             continue
-        write(f"backend:      {plan.backend}")
+        write(f"location:     {location_of(plan).describe(options)}")
         if plan.image:
             write(f"image:        {plan.image}")
         write(f"command:      {shlex.join(plan.command)}")
@@ -129,10 +108,10 @@ def print_plans(plans: list[BuildPlan], options: Options, batch: BatchOptions,
         for key in plan.passed_by_name:
             write(f"  {key}=<from your environment, --upload>")
         write(f"channels:     {plan.env.get('CHANNEL_SOURCES', '')}"
-              + (" (--channel, instead of the config's channel_sources)" if options.channels else ""))
+              + (" (--channel, instead of the config's channel_sources)" if options.request.channels else ""))
         if plan.derived_config:
             what = " and ".join(part for part, given in (
-                ("Pythons subset", options.overrides.pythons), ("--channel", options.channels))
+                ("Pythons subset", options.request.pythons), ("--channel", options.request.channels))
                 if given)
             write(f"config:       {plan.derived_config} (would be written: {what} of "
                   f".ci_support/{plan.name}.yaml)")
@@ -144,11 +123,7 @@ def print_plans(plans: list[BuildPlan], options: Options, batch: BatchOptions,
             write(f"dev build:    FEEDSTOCK_DEV_TAG={plan.dev_tag} (build strings carry dev{plan.dev_tag}_)")
         if renderer is None:
             renderer = load_renderer()
-        # only a --python subset leaves outputs out: --channel alone derives a config that
-        # builds every Python of the original
-        pythons = set(options.overrides.pythons) if plan.derived_config and options.overrides.pythons else None
-        for line in describe_outputs(options.feedstock_root, plan.name, renderer, plan.dev_tag,
-                                     pythons):
+        for line in describe_outputs(options.feedstock_root, plan, renderer):
             write(line)
         write(f"marker:       {plan.marker}")
         write(f"log:          {plan.log}")
@@ -165,11 +140,11 @@ def source_lines(plan: BuildPlan, options: Options) -> list[str]:
     source = plan.source
     if source is None:
         return []
-    lines = [f"source:       {options.source_tarball} (sha256 matches {source.label}: {source.url})"]
+    lines = [f"source:       {options.request.source_tarball} (sha256 matches {source.label}: {source.url})"]
     if plan.source_link is not None:
-        lines.append(f"  link:       {plan.source_link} -> {options.source_tarball} (would be written)")
+        lines.append(f"  link:       {plan.source_link} -> {options.request.source_tarball} (would be written)")
     else:
-        lines.append(f"  mount:      {options.source_tarball} at {plan.source_path} (read-only)")
+        lines.append(f"  mount:      {options.request.source_tarball} at {plan.source_path} (read-only)")
     if plan.derived_recipe is not None:
         lines.append(f"  recipe:     {plan.derived_recipe} (would be written: recipe/ with "
                      f"{Path(plan.source_path).as_uri()} as its first url); rattler-build downloads nothing")
@@ -184,7 +159,7 @@ def batch_steps(plans: list[BuildPlan], options: Options, batch: BatchOptions) -
     lines = []
     if batch.prune:
         builds = sum(will_run(plan, batch.force) for plan in plans)
-        lines.append(f"between builds: {shlex.join(engines.prune_command(options.engine))} "
+        lines.append(f"between builds: {shlex.join(engines.prune_command(options.request.engine))} "
                      f"({max(builds - 1, 0)} time(s): between the {builds} config(s) that build, "
                      "never before the first or after the last)")
     if batch.zip_logs:

@@ -25,7 +25,7 @@ class Engine:
     executable: str          # as configured: "docker", "podman" or a path
 
     @property
-    def flavour(self) -> str:
+    def kind(self) -> str:
         """'podman' or 'docker' (anything docker-compatible)."""
         return "podman" if "podman" in Path(self.executable).name else "docker"
 
@@ -52,7 +52,7 @@ def resolve_engine(cli_value: str | None, environ: dict[str, str]) -> Engine:
 def require_client(engine: Engine) -> str:
     path = engine.which()
     if path is None:
-        other = "podman" if engine.flavour == "docker" else "docker"
+        other = "podman" if engine.kind == "docker" else "docker"
         raise LocalBuildError(
             f"container engine client '{engine.executable}' not found on PATH; install it, pick "
             f"another with --engine {other} (or DOCKER_EXECUTABLE), build on this host with "
@@ -76,7 +76,7 @@ def unreachable_reason(engine: Engine, timeout: float = 30.0) -> str | None:
 
 def how_to_start(engine: Engine) -> str:
     return ("start the Docker daemon (sudo systemctl start docker, or open Docker Desktop)"
-            if engine.flavour == "docker" else "start the podman service (podman machine start)")
+            if engine.kind == "docker" else "start the podman service (podman machine start)")
 
 
 def require_running(engine: Engine, timeout: float = 30.0) -> None:
@@ -85,7 +85,7 @@ def require_running(engine: Engine, timeout: float = 30.0) -> None:
     if reason is None:
         return
     raise LocalBuildError(
-        f"{engine.flavour} engine not reachable ({reason}); {how_to_start(engine)}, or use "
+        f"{engine.kind} engine not reachable ({reason}); {how_to_start(engine)}, or use "
         "--engine podman, --native (conda-build on this host), or --dry-run to see the plan "
         "without building", EXIT_PREFLIGHT)
 
@@ -113,7 +113,7 @@ def require_images(engine: Engine, images: dict[str, str], tool: str | None) -> 
     exe = engine.executable
     names = ", ".join(missing)
     reason = next(iter(missing.values()))[1]
-    engine_flag = "" if engine.flavour == "podman" and Path(exe).name == "podman" else f" --engine {shlex.quote(exe)}"
+    engine_flag = "" if engine.kind == "podman" and Path(exe).name == "podman" else f" --engine {shlex.quote(exe)}"
     stand_ins = "; ".join(f"python3 devtools/stand_in_image.py {config}{engine_flag}"
                           for config, _ in missing.values())
     # the stand-in has rattler-build's Python, not conda: conda-build cannot run in it
@@ -165,10 +165,10 @@ def amd_device_groups(dev: Path = Path("/dev")) -> list[str]:
 
 def gpu_arguments(engine: Engine, backend: str, dev: Path = Path("/dev")) -> list[str]:
     if backend == "cuda":
-        return ["--device", "nvidia.com/gpu=all"] if engine.flavour == "podman" else ["--gpus", "all"]
+        return ["--device", "nvidia.com/gpu=all"] if engine.kind == "podman" else ["--gpus", "all"]
     if backend == "rocm":
         devices = [arg for name in AMD_DEVICES for arg in ("--device", str(dev / name))]
-        if engine.flavour == "podman":
+        if engine.kind == "podman":
             # rootless Podman cannot add host groups; keep-groups hands the user's own
             # supplementary groups (video/render, which give them the devices) to the container
             return devices + ["--group-add", "keep-groups"]

@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from . import ci_yaml
 from .configs import CiConfig
 from .errors import EXIT_USAGE, LocalBuildError
+
+if TYPE_CHECKING:
+    from .request import BuildRequest
 
 _CUDA_ARCH = re.compile(r"^\d+\.\d+[af]?(\+PTX)?$")
 _ROCM_ARCH = re.compile(r"^gfx[0-9a-f]+(:(xnack|sramecc)[+-])*$")
@@ -27,25 +30,6 @@ COMPILE_CACHE_SCHEMES = ("redis", "http")
 # more parallel compiles than any one machine runs: a bigger number is a typo (ninja takes an int)
 MAX_JOBS = 1024
 COMPILE_CACHE_PASSWORD = "FEEDSTOCK_COMPILE_CACHE_PASSWORD"
-
-
-@dataclass(frozen=True)
-class DevOverrides:
-    pythons: tuple[str, ...] = ()
-    cuda_arch: str | None = None      # normalised "8.0;9.0"
-    rocm_arch: str | None = None      # normalised "gfx90a;gfx942"
-    jobs: int | None = None
-    heavy_jobs: int | None = None     # the heavy targets' job pool (FEEDSTOCK_HEAVY_JOBS)
-    compile_cache: str | None = None  # a redis:// or http:// URL, or an absolute folder
-    compile_cache_read_only: bool = False
-    dev_tag: str | None = None        # explicit --dev-tag
-
-    @property
-    def compile_cache_dir(self) -> Path | None:
-        """The cache folder (mounted into containers), None for a URL or no cache."""
-        if self.compile_cache is None or "://" in self.compile_cache:
-            return None
-        return Path(self.compile_cache)
 
 
 def parse_compile_cache(value: str) -> str:
@@ -74,12 +58,13 @@ def _shown_number(value: int) -> str:
     return text if len(text) <= 12 else f"{text[:6]}... ({len(text)} digits)"
 
 
-def parse_overrides(pythons: list[str] | None, cuda_arch: str | None, rocm_arch: str | None,
-                    jobs: int | None, ccache: str | None, dev_tag: str | None,
-                    compile_cache: str | None = None,
-                    compile_cache_read_only: bool = False,
-                    heavy_jobs: int | None = None) -> DevOverrides:
-    """Validate the command-line values; bad input raises LocalBuildError (exit 2)."""
+def validated_overrides(pythons: list[str] | None, cuda_arch: str | None, rocm_arch: str | None,
+                        jobs: int | None, ccache: str | None, dev_tag: str | None,
+                        compile_cache: str | None = None,
+                        compile_cache_read_only: bool = False,
+                        heavy_jobs: int | None = None) -> dict[str, Any]:
+    """The overrides' fields of the build request (localbuild.request.BuildRequest), from the
+    command-line values; bad input raises LocalBuildError (exit 2)."""
     wanted_pythons: list[str] = []
     for value in pythons or []:
         for part in re.split(r"[,\s]+", value.strip()):
@@ -105,7 +90,7 @@ def parse_overrides(pythons: list[str] | None, cuda_arch: str | None, rocm_arch:
     cache = parse_compile_cache(compile_cache or ccache) if (compile_cache or ccache) else None
     if compile_cache_read_only and cache is None:
         raise LocalBuildError("--compile-cache-read-only needs --compile-cache", EXIT_USAGE)
-    return DevOverrides(
+    return dict(
         pythons=tuple(wanted_pythons),
         cuda_arch=_arch_list("--cuda-arch", cuda_arch, _CUDA_ARCH, "9.0 or 8.0;9.0+PTX"),
         rocm_arch=_arch_list("--rocm-arch", rocm_arch, _ROCM_ARCH, "gfx90a or gfx90a;gfx942"),
@@ -123,48 +108,53 @@ def _arch_list(flag: str, value: str | None, pattern: re.Pattern[str], example: 
     return ";".join(parts)
 
 
-@dataclass(frozen=True)
-class AppliedOverrides:
-    """The overrides as they apply to one config."""
+def python_subset(request: "BuildRequest", config: CiConfig) -> tuple[list[int] | None, str | None]:
+    """(the indices of the config's Pythons to keep, None for all of them; why the config
+    cannot be built with the asked Pythons, or None)."""
+    if not request.pythons:
+        return None, None
+    labels = [entry.label for entry in config.pythons]
+    missing = [p for p in request.pythons if p not in labels]
+    if missing:
+        return None, f"no python {', '.join(missing)}: the config builds {', '.join(labels) or 'none'}"
+    if len(request.pythons) < len(config.pythons):
+        return [entry.index for entry in config.pythons if entry.label in request.pythons], None
+    return None, None
 
-    env: dict[str, str]                  # contract variables for the build
-    dev_tag: str | None                  # None: a release build
-    keep_python_indices: list[int] | None  # None: build the config's own python list
-    skip_reason: str | None = None
 
-
-def apply_to_config(overrides: DevOverrides, config: CiConfig) -> AppliedOverrides:
-    env: dict[str, str] = {}
-    tag_parts: list[str] = []
-    keep: list[int] | None = None
-    if overrides.pythons:
-        entries = config.pythons
-        labels = [entry.label for entry in entries]
-        missing = [p for p in overrides.pythons if p not in labels]
-        if missing:
-            return AppliedOverrides({}, None, None,
-                                    skip_reason=f"no python {', '.join(missing)}: the config "
-                                    f"builds {', '.join(labels) or 'none'}")
-        if len(overrides.pythons) < len(entries):
-            keep = [entry.index for entry in entries if entry.label in overrides.pythons]
-            tag_parts += ["py" + label.replace(".", "") for label in overrides.pythons]
+def dev_tag(request: "BuildRequest", config: CiConfig) -> str | None:
+    """The dev build's tag (None: a release build): --dev-tag, else made of what changes the
+    package's contents (fewer Pythons, the arch lists)."""
+    if request.dev_tag is not None:
+        return request.dev_tag
+    parts: list[str] = []
+    keep, _ = python_subset(request, config)
+    if keep is not None:
+        parts += ["py" + label.replace(".", "") for label in request.pythons]
     backend = config.gpu[0]
-    if overrides.cuda_arch and backend == "cuda":
-        env["FEEDSTOCK_CUDA_ARCH_LIST"] = overrides.cuda_arch
-        tag_parts.append("sm" + re.sub(r"[^0-9a-zA-Z]", "", overrides.cuda_arch.replace("+PTX", "ptx")))
-    if overrides.rocm_arch and backend == "rocm":
-        env["FEEDSTOCK_ROCM_ARCH"] = overrides.rocm_arch
-        tag_parts.append(re.sub(r"[^0-9a-zA-Z]", "", overrides.rocm_arch))
-    if overrides.jobs is not None:
-        env["FEEDSTOCK_MAX_JOBS"] = str(overrides.jobs)
-    if overrides.heavy_jobs is not None:
-        env["FEEDSTOCK_HEAVY_JOBS"] = str(overrides.heavy_jobs)
-    dev_tag = overrides.dev_tag
-    if dev_tag is None and tag_parts:
-        dev_tag = _short_tag("".join(tag_parts))
-    if dev_tag is not None:
-        env["FEEDSTOCK_DEV_TAG"] = dev_tag
-    return AppliedOverrides(env, dev_tag, keep)
+    if request.cuda_arch and backend == "cuda":
+        parts.append("sm" + re.sub(r"[^0-9a-zA-Z]", "", request.cuda_arch.replace("+PTX", "ptx")))
+    if request.rocm_arch and backend == "rocm":
+        parts.append(re.sub(r"[^0-9a-zA-Z]", "", request.rocm_arch))
+    return _short_tag("".join(parts)) if parts else None
+
+
+def override_environment(request: "BuildRequest", config: CiConfig) -> dict[str, str]:
+    """The contract's variables (recipe/megabuild/overrides.py) the request sets for this config."""
+    env: dict[str, str] = {}
+    backend = config.gpu[0]
+    if request.cuda_arch and backend == "cuda":
+        env["FEEDSTOCK_CUDA_ARCH_LIST"] = request.cuda_arch
+    if request.rocm_arch and backend == "rocm":
+        env["FEEDSTOCK_ROCM_ARCH"] = request.rocm_arch
+    if request.jobs is not None:
+        env["FEEDSTOCK_MAX_JOBS"] = str(request.jobs)
+    if request.heavy_jobs is not None:
+        env["FEEDSTOCK_HEAVY_JOBS"] = str(request.heavy_jobs)
+    tag = dev_tag(request, config)
+    if tag is not None:
+        env["FEEDSTOCK_DEV_TAG"] = tag
+    return env
 
 
 def _short_tag(tag: str) -> str:

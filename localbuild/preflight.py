@@ -7,11 +7,10 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from . import apptainer
 from . import engine as engines
-from . import rattler
 from .errors import EXIT_PREFLIGHT, LocalBuildError
-from .plan import ARTIFACTS, BuildPlan, native_build_tool, usable_cores
+from .location import LOCATIONS
+from .plan import ARTIFACTS, BuildPlan, usable_cores
 
 
 def check_cpu_count(cpu_count: str) -> None:
@@ -99,18 +98,6 @@ def check_conda_build_version(executable: str = "conda-build") -> tuple[int, ...
     return version
 
 
-def check_native_tool(feedstock_root: Path) -> str:
-    tool = native_build_tool(feedstock_root)
-    if tool is None:
-        raise LocalBuildError(
-            f"--native needs conda-build >= {MIN_CONDA_BUILD_TEXT} on PATH (e.g. `conda install "
-            f'-n base "conda-build>={MIN_CONDA_BUILD_TEXT}"`), or rattler-build with a '
-            "recipe/recipe.yaml; or drop --native to build in a container", EXIT_PREFLIGHT)
-    if tool == "conda-build":
-        check_conda_build_version()
-    return tool
-
-
 def check_log_paths(plans: list[BuildPlan]) -> None:
     """Each config's log and the previous run's log (kept on rotation) must be files or absent:
     a folder there would fail that config after the others ran, blamed on the wrong file."""
@@ -128,21 +115,9 @@ def run_all(plans: list[BuildPlan], engine: engines.Engine, feedstock_root: Path
     """Every check for the plans that will actually run, in a fixed order."""
     if not plans:
         return
-    if any(plan.backend == "docker" for plan in plans):
-        engines.require_client(engine)
-        engines.require_running(engine)
-        images: dict[str, str] = {}
-        for plan in plans:
-            if plan.image:
-                images.setdefault(plan.image, plan.name)
-        engines.require_images(engine, images, tool)
-    if any(plan.backend == "apptainer" for plan in plans):
-        apptainer.require_apptainer(engine.executable)
-    if any(plan.backend == "native" for plan in plans):
-        if tool == "rattler-build":
-            rattler.check_native(feedstock_root, dict(os.environ) if environ is None else environ)
-        else:
-            check_native_tool(feedstock_root)
+    environ = dict(os.environ) if environ is None else environ
+    for name in dict.fromkeys(plan.location for plan in plans):
+        LOCATIONS[name].check([p for p in plans if p.location == name], engine, feedstock_root, tool, environ)
     check_cpu_count(cpu_count)
     check_log_paths(plans)
     check_disk(feedstock_root / ARTIFACTS, plans, min_free_gb)

@@ -16,6 +16,7 @@ from . import engine as engines
 from common.atomic_files import write_atomically
 from .console import Console, format_duration
 from .log_scan import last_reason, log_mentions
+from .location import location_of
 from .plan import BuildPlan, Options, process_environment
 from .source_tarball import download_failure_detail, link_tarball, recipe_file, write_recipe_copy
 
@@ -75,13 +76,13 @@ def prepare(plan: BuildPlan, options: Options) -> None:
         plan.marker.unlink()
     if plan.derived_config is not None and plan.derived_text is not None:
         write_atomically(plan.derived_config, plan.derived_text)
-    if plan.source_link is not None and options.source_tarball is not None:
-        link_tarball(plan.source_link, options.source_tarball)
+    if plan.source_link is not None and options.request.source_tarball is not None:
+        link_tarball(plan.source_link, options.request.source_tarball)
     if plan.derived_recipe is not None and plan.derived_recipe_text is not None:
         write_recipe_copy(options.feedstock_root / "recipe", plan.derived_recipe,
                           plan.derived_recipe_text, "recipe.yaml")
-    if options.overrides.compile_cache_dir is not None:
-        options.overrides.compile_cache_dir.mkdir(parents=True, exist_ok=True)
+    if options.request.compile_cache_dir is not None:
+        options.request.compile_cache_dir.mkdir(parents=True, exist_ok=True)
 
 
 def open_log(plan: BuildPlan):
@@ -109,7 +110,7 @@ def run_plan(plan: BuildPlan, options: Options, console: Console, label: str,
     with log_file as log:
         console.log = log
         try:
-            console.say(f"[{label}] start: {plan.backend} build, "
+            console.say(f"[{label}] start: {location_of(plan).describe(options)} build, "
                         + (f"image {plan.image}" if plan.image else f"in {options.feedstock_root}"))
             console.say(f"[{label}] log: {plan.log}")
             log.write(f"command: {shlex.join(plan.command)}\n".encode())
@@ -131,11 +132,11 @@ def run_plan(plan: BuildPlan, options: Options, console: Console, label: str,
             produced = sorted(options.artifacts / name for name in reported)
         outcome = _judge(plan, returncode, seconds, produced)
         if outcome.status == "failed" and plan.container is not None:
-            outcome = _engine_still_there(outcome, options.engine)
+            outcome = _engine_still_there(outcome, options.request.engine)
         if outcome.status == "failed" and not outcome.engine_lost:
             log.flush()  # the scans read the file
             source = (_source_download_detail(plan, options)
-                      if returncode != 0 and options.source_tarball is None else None)
+                      if returncode != 0 and options.request.source_tarball is None else None)
             outcome.detail = _out_of_space(plan.log, options.artifacts) or source or _with_reason(outcome.detail, plan.log)
         console.log = log
         _finish_container(plan, options, outcome, console, label)
@@ -197,7 +198,7 @@ def _engine_still_there(outcome: Outcome, engine: engines.Engine) -> Outcome:
     lost = engines.unreachable_reason(engine, timeout=ENGINE_PROBE_SECONDS)
     if lost is None:
         return outcome
-    return Outcome("failed", f"the {engine.flavour} engine stopped answering", outcome.seconds,
+    return Outcome("failed", f"the {engine.kind} engine stopped answering", outcome.seconds,
                    outcome.packages, engine_lost=lost)
 
 
@@ -213,7 +214,7 @@ def _finish_container(plan: BuildPlan, options: Options, outcome: Outcome, conso
                       label: str) -> None:
     if plan.container is None:
         return
-    engine = options.engine
+    engine = options.request.engine
     if outcome.engine_lost:  # nothing to remove or keep through an engine that does not answer
         console.say(f"[{label}] container {plan.container} may remain: the engine does not "
                     f"answer ({outcome.engine_lost}); once it is back: "
@@ -287,8 +288,8 @@ def _stop(proc: subprocess.Popen, plan: BuildPlan, options: Options) -> None:
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         if plan.container is not None:
-            engines.remove_container(options.engine, plan.container, force=True)
-        first = signal.SIGINT if plan.backend == "native" else signal.SIGTERM
+            engines.remove_container(options.request.engine, plan.container, force=True)
+        first = location_of(plan).first_stop_signal
         for sig in (first, signal.SIGTERM, signal.SIGKILL):
             try:
                 os.killpg(proc.pid, sig)

@@ -21,7 +21,7 @@ from . import client as slurm_client
 from ..batch import Row, summary_table, will_run
 from ..console import Console, format_duration
 from ..errors import EXIT_BUILD_FAILED, EXIT_INTERRUPTED, EXIT_OK, LocalBuildError
-from ..plan import BuildPlan, Options, build_options_json, make_plan
+from ..plan import BuildPlan, Options, make_plan
 from common.atomic_files import write_atomically
 from .options import SlurmOptions
 from .script import Submission, array_script_text, final_script_text
@@ -34,7 +34,7 @@ FINAL_WAIT_S = 600.0    # the final job only indexes; it should not queue for lo
 def task_arguments(args: argparse.Namespace) -> list[str]:
     """What every task repeats after its config name, besides --array-task: --force (the
     submitting run already decided what to build) and the disk check. Every build option
-    reaches the task through job.json's build_options (plan.build_options_json), not as flags."""
+    reaches the task through job.json's build_request (BuildRequest.to_json), not as flags."""
     out: list[str] = ["--force"]
     if args.min_free_gb is not None:
         out += ["--min-free-gb", str(args.min_free_gb)]
@@ -53,7 +53,7 @@ def plan_submission(plans: list[BuildPlan], options: Options, args: argparse.Nam
                      python=sys.executable, feedstock_root=options.feedstock_root,
                      task_arguments=tuple(task_arguments(args)), slurm=slurm)
     job: dict = {"configs": list(sub.configs), "artifacts": str(options.artifacts),
-                 "build_options": build_options_json(options),
+                 "build_request": options.request.to_json(),
                  "feedstock_root": str(options.feedstock_root),
                  "logs": {plan.name: str(plan.log) for plan in submitted},
                  "not_submitted": [{"name": r.name, "result": r.result,
@@ -81,8 +81,8 @@ def print_dry_run(sub: Submission, job: dict, not_submitted: list[Row], write: C
         write(f"  task {index}: {name}")
     write(f"== {sub.array_script} (would be written)")
     write(array_script_text(sub).rstrip())
-    write(f"== {sub.job_dir / JOB_FILE}: build_options, what every task builds with (would be written)")
-    write(json.dumps(job["build_options"], sort_keys=True))
+    write(f"== {sub.job_dir / JOB_FILE}: build_request, what every task builds with (would be written)")
+    write(json.dumps(job["build_request"], sort_keys=True))
     write(f"== {sub.final_script} (would be written once the array's id is known)")
     write(final_script_text(sub, "<ARRAY_ID>").rstrip())
     write("== command lines")

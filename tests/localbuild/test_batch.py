@@ -431,14 +431,13 @@ def test_zip_logs_that_cannot_be_written_is_a_warning(tmp_path):
 
     from localbuild.batch import _zip_logs
     from localbuild.console import Console
-    from localbuild.engine import Engine
     from localbuild.plan import Options
 
     root = tmp_path / "feedstock"
     root.mkdir()
     (root / "build_artifacts").write_text("a file where the folder goes")
     out = io.BytesIO()
-    _zip_logs([], Options(feedstock_root=root, engine=Engine("docker"), stamp="s"), "summary\n",
+    _zip_logs([], Options(feedstock_root=root, stamp="s"), "summary\n",
               Console(out))
     text = out.getvalue().decode()
     assert text.startswith("build-locally: warning: could not zip the logs into "

@@ -107,21 +107,23 @@ def test_python_label(raw, label):
     assert python_label(raw) == label
 
 
-def test_dry_run_python_subset_keeps_free_threaded_outputs(tmp_path):
-    """--python 3.13t must show the 3.13t pytorch output (config and dry run share one label)."""
-    from types import SimpleNamespace
+def test_a_free_threaded_python_subset_keeps_its_own_entry():
+    """--python 3.14t keeps the 3.14t entry of the config (and the values zipped with it), not
+    3.14's: the derived config the run builds, and the dry run renders, is that one Python."""
+    from localbuild.configs import load_config
+    from localbuild.overrides import derived_config_text, python_subset
+    from localbuild.request import BuildRequest
 
-    from localbuild.dryrun import describe_outputs
-
-    def output(name, python=None):
-        return SimpleNamespace(name=name, version="2.13.0", build_string=f"b{python}",
-                               variant={"python": python} if python else {})
-    outputs = [output("libtorch"), output("pytorch", "3.13.* *_cpython"),
-               output("pytorch", "3.13.* *_cp313t")]
-    lines = describe_outputs(tmp_path, "cfg", (lambda root, config: outputs, None, ""),
-                             pythons={"3.13t"})
-    assert lines[0].startswith("outputs:      2 (1 for Pythons this dev build skips")
-    assert lines[1:] == ["  libtorch-2.13.0-bNone", "  pytorch-2.13.0-b3.13.* *_cp313t"]
+    name = next(p.stem for p in sorted((REPO_ROOT / ".ci_support").glob("linux_64_*gpu_backendcpu*.yaml")))
+    config = load_config(REPO_ROOT, name)
+    assert {"3.14", "3.14t"} <= {entry.label for entry in config.pythons}
+    keep, why = python_subset(BuildRequest(pythons=("3.14t",)), config)
+    assert why is None and len(keep) == 1
+    lines = derived_config_text(config, keep).splitlines()
+    assert "- 3.14.* *_cp314t" in lines
+    assert not [line for line in lines if line.startswith("- 3.") and "_cp" in line and line != "- 3.14.* *_cp314t"]
+    keep, why = python_subset(BuildRequest(pythons=("3.9",)), config)
+    assert keep is None and why.startswith("no python 3.9: the config builds 3.10, ")
 
 
 @pytest.mark.parametrize("path", sorted((REPO_ROOT / ".ci_support").glob("*.yaml")), ids=lambda p: p.stem[:40])

@@ -235,7 +235,7 @@ def test_native_skips_configs_of_other_platforms(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "skipped:      needs a linux-ppc64le host" in proc.stdout
     if os.uname().machine != "ppc64le":
-        assert proc.stdout.count("backend:      native") == (1 if host_platform() == "linux-64" else 0)
+        assert proc.stdout.count("location:     native") == (1 if host_platform() == "linux-64" else 0)
 
 
 def test_native_release_build_ignores_override_variables_from_the_shell(fs):

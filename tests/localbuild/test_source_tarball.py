@@ -268,11 +268,11 @@ def test_a_slurm_task_gets_the_file_with_the_other_build_options(tmp_path, tarba
                   str(tarball), "--dry-run")
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    options = json.loads(lines[next(i for i, line in enumerate(lines) if "build_options" in line) + 1])
+    options = json.loads(lines[next(i for i, line in enumerate(lines) if "build_request" in line) + 1])
     assert options["source_tarball"] == str(tarball)
     job_dir = fs.artifacts / "slurm" / "task-test"
     job_dir.mkdir(parents=True)
-    (job_dir / "job.json").write_text(json.dumps({"build_options": options}))
+    (job_dir / "job.json").write_text(json.dumps({"build_request": options}))
     task = fs.run(CPU_GENERIC_JOB, "--force", "--array-task", str(job_dir), "--min-free-gb", "0", "--dry-run",
                   env=fs.env(RATTLER_BUILD_PYTHON=sys.executable))
     assert task.returncode == 0, task.stderr

@@ -95,7 +95,7 @@ def _compare(values: list[str] | None) -> list[str] | None:
 
 
 def run(args: argparse.Namespace, root: Path) -> int:
-    from .run import Options, run as run_dependents
+    from .run import DownstreamRequest, run as run_dependents
 
     versions = _compare(args.compare)
     matrix_mode = args.matrix or versions is not None
@@ -105,7 +105,7 @@ def run(args: argparse.Namespace, root: Path) -> int:
         raise FeedstockError(f"--summary {args.summary} is a folder; give a file to append to")
     work = args.work or Path(tempfile.mkdtemp(prefix="feedstock-downstream-"))
     try:  # from here on: an option refused below must not leave the temporary folder behind
-        options = Options(catalog=args.catalog or root / CATALOG, channels=args.channel or [root / "build_artifacts"],
+        options = DownstreamRequest(catalog=args.catalog or root / CATALOG, channels=args.channel or [root / "build_artifacts"],
                           with_channels=list(args.with_channel), names=list(args.names), work=work,
                           cache=args.cache or default_cache(), variant=args.variant, envs=_envs(args.env),
                           pkgs=args.pkgs_dir,

@@ -20,7 +20,7 @@ from ...dependents_catalog import Dependent
 from .channel import TorchBuild, matching
 from .matrix import (FAILS, NEEDS_RELEASE, REBUILT, WORKS, Cell, Column, Matrix, MatrixRow, columns_of,
                      not_applicable, old_and_new, regressions)
-from .run import EXIT_FAILED, EXIT_NO_PYTORCH, Options, Runner, error, fetch_sources, fresh_folder, prepare
+from .run import EXIT_FAILED, EXIT_NO_PYTORCH, DownstreamRequest, Runner, error, fetch_sources, fresh_folder, prepare
 
 
 def _safe(text: str) -> str:
@@ -141,7 +141,7 @@ class MatrixRunner:
         return cell
 
 
-def run_matrix(options: Options, versions: list[str] | None = None,
+def run_matrix(options: DownstreamRequest, versions: list[str] | None = None,
                labels: list[str] | None = None) -> tuple[Matrix, int]:
     """(the matrix, exit status). With `versions` (--compare OLD NEW) only those columns, and
     both must be in the channels; with `labels` ("2.14.1 gpu"), only those columns (one cell

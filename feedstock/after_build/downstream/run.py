@@ -26,7 +26,7 @@ EXIT_BAD_INPUT, EXIT_NO_PYTORCH = EXIT_USAGE, EXIT_ENVIRONMENT
 
 
 @dataclass
-class Options:
+class DownstreamRequest:
     catalog: Path
     channels: list[Path]  # with our packages (a CPU and a GPU build folder, say)
     with_channels: list[Path] = field(default_factory=list)
@@ -49,7 +49,7 @@ def against(build: TorchBuild) -> str:
 
 
 class Runner:
-    def __init__(self, options: Options) -> None:
+    def __init__(self, options: DownstreamRequest) -> None:
         self.options = options
         self.channels = [*options.channels, *options.with_channels]
         # per run unless --pkgs-dir: local builds reuse file names with new contents, a lasting
@@ -176,7 +176,7 @@ def select(dependents: list[Dependent], names: list[str]) -> list[Dependent]:
     return [d for d in dependents if d.name in names]
 
 
-def prepare(options: Options) -> tuple[list[Dependent], Options, list[TorchBuild]]:
+def prepare(options: DownstreamRequest) -> tuple[list[Dependent], DownstreamRequest, list[TorchBuild]]:
     """(the dependents asked for, the options with indexed views of the channels, every pytorch
     build of them). The user's channels are only read; the sources of the conda kinds are
     fetched and checked (sha256) before anything builds. FeedstockError: bad input (2) or a
@@ -199,7 +199,7 @@ def fetch_sources(dependents: list[Dependent], cache: Path, catalog: Path) -> No
             fetch(dependent.source, cache, catalog)
 
 
-def run(options: Options) -> tuple[list[Row], int]:
+def run(options: DownstreamRequest) -> tuple[list[Row], int]:
     """(one row per dependent asked for, exit status)."""
     chosen = select(load_catalog(options.catalog), options.names)
     rows: list[Row] = []

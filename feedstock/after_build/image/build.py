@@ -29,7 +29,7 @@ ARCHIVE = "image.tar"
 
 
 @dataclass
-class Options:
+class ImageRequest:
     channels: list[str]
     flavour: str | None
     python: str | None
@@ -74,7 +74,7 @@ def _epoch() -> int:
     return int(os.environ.get("SOURCE_DATE_EPOCH") or SOURCE_DATE_EPOCH)
 
 
-def _definition(opts: Options) -> Definition:
+def _definition(opts: ImageRequest) -> Definition:
     if opts.environment is None:
         if not opts.channels or not opts.flavour or not opts.python:
             raise FeedstockError("name --channel, --flavour and --python, or an --environment file")
@@ -96,7 +96,7 @@ def _definition(opts: Options) -> Definition:
     return Definition(env.channels, env.flavour, python, env.specs, env.pip, str(opts.environment), env)
 
 
-def _preflight(opts: Options, image: Definition, pips: PipPlan) -> tuple[Base | None, PipAccess]:
+def _preflight(opts: ImageRequest, image: Definition, pips: PipPlan) -> tuple[Base | None, PipAccess]:
     """Everything that needs no solve: one line and nothing written."""
     if opts.output.exists() and (not opts.output.is_dir() or any(opts.output.iterdir())):
         raise FeedstockError(f"--output {opts.output} exists and is not empty; remove it or name another")
@@ -126,7 +126,7 @@ def _preflight(opts: Options, image: Definition, pips: PipPlan) -> tuple[Base | 
     return base, access
 
 
-def build(opts: Options, say=print) -> Result:
+def build(opts: ImageRequest, say=print) -> Result:
     image = _definition(opts)
     pips = plan(image.pip)
     base, access = _preflight(opts, image, pips)
@@ -168,7 +168,7 @@ def _assemble(layout: Layout, base: Base, layers_dir: Path, torch_version: str, 
     return roles + ["torch", "environment"]
 
 
-def _pip_steps(work: Path, layout: Layout, base: Base, opts: Options, image: Definition, pips: PipPlan,
+def _pip_steps(work: Path, layout: Layout, base: Base, opts: ImageRequest, image: Definition, pips: PipPlan,
                env, access: PipAccess, records: list, epoch: int, say) -> int:
     """The build stage and the pip step on the image's root filesystem; writes the requirements
     layer's tar (returns its size)."""
@@ -196,7 +196,7 @@ def _pip_steps(work: Path, layout: Layout, base: Base, opts: Options, image: Def
     return write_layer(pip_out, tree_names(pip_out), layers_dir / "requirements.tar", epoch)
 
 
-def _build_in(tmp: Path, opts: Options, image: Definition, pips: PipPlan, access: PipAccess,
+def _build_in(tmp: Path, opts: ImageRequest, image: Definition, pips: PipPlan, access: PipAccess,
               base: Base | None, records: list, name: str, ref: str, say) -> Result:
     epoch, work = _epoch(), tmp / "work"
     layers_dir = work / "layers"

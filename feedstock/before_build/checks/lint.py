@@ -15,6 +15,7 @@ from ..render.variant_config import parse_config_file
 from ..render.variants import PlatformMatrix, analyse_platform
 from .build_consistency import check_cmake_pin, check_reported_version, check_system_library_hosts
 from .dependent_bounds import check_dependent_bounds
+from .override_variables import check_override_variables
 from .parity import lint_findings as parity_findings
 
 PATCH_SUFFIXES = (".patch", ".diff")
@@ -153,6 +154,7 @@ def lint(root: Path) -> list[str]:
     findings += check_cmake_pin(feedstock, matrices)
     findings += check_reported_version(feedstock, jobs)
     findings += check_dependent_bounds(feedstock, jobs)
+    findings += check_override_variables(feedstock)
     findings += parity_findings(root)
     return findings
 

@@ -143,7 +143,7 @@ def test_the_final_job_indexed_both_good_configs_packages(run):
 def test_every_task_used_the_one_compile_cache(run):
     [job] = (run.fs.artifacts / "slurm").glob("*/job.json")
     # every task builds with the submitter's options, the cache among them
-    assert json.loads(job.read_text())["build_options"]["overrides"]["compile_cache"] == str(run.cache)
+    assert json.loads(job.read_text())["build_request"]["compile_cache"] == str(run.cache)
     compiles, hits = ccache_counts(run.cache)
     # the pair ran side by side (one core each), so the second may reuse what the first stored
     assert compiles >= 10, (compiles, hits)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from localbuild.apptainer import gpu_arguments
+from localbuild.location.apptainer import gpu_arguments
 from localbuild.batch import Row
 from localbuild.errors import LocalBuildError
 from localbuild.slurm.client import TaskState, parse_show_job
@@ -97,8 +97,8 @@ def test_dry_run_prints_the_scripts_and_command_lines_and_writes_nothing(fs):
     task_line = next(line for line in out.splitlines() if line.startswith("exec "))
     assert '"$config" --force --array-task ' in task_line
     lines = out.splitlines()
-    options = json.loads(lines[next(i for i, line in enumerate(lines) if "build_options" in line) + 1])
-    assert options["native"] is True and options["overrides"]["compile_cache"] == "redis://cache.example.org:6379"
+    options = json.loads(lines[next(i for i, line in enumerate(lines) if "build_request" in line) + 1])
+    assert options["native"] is True and options["compile_cache"] == "redis://cache.example.org:6379"
     assert "sbatch --parsable --array=0-2 --job-name=build-locally" in out
     assert "--partition=gpu --time=1-12 --gpus=1 --qos high " in out
     assert "'--dependency=afterany:<ARRAY_ID>'" in out and "localbuild.slurm.finish" in out
@@ -126,20 +126,20 @@ def test_an_unreachable_controller_is_one_line(fs, tmp_path):
     assert not fs.artifacts.exists()
 
 
-def _job_file(job_dir: Path, **build_options) -> None:
-    """The job.json a submitting run writes, with these build options over the defaults."""
+def _job_file(job_dir: Path, **build_request) -> None:
+    """The job.json a submitting run writes, with these request fields over the defaults."""
     from localbuild.engine import Engine
-    from localbuild.plan import Options, build_options_json
+    from localbuild.request import BuildRequest
 
     job_dir.mkdir(parents=True, exist_ok=True)
-    engine = Engine(build_options.pop("engine", "docker"))
-    options = build_options_json(Options(feedstock_root=job_dir, engine=engine, **build_options))
-    (job_dir / "job.json").write_text(json.dumps({"build_options": options}))
+    engine = Engine(build_request.pop("engine", "docker"))
+    request = BuildRequest(engine=engine, **build_request).to_json()
+    (job_dir / "job.json").write_text(json.dumps({"build_request": request}))
 
 
 def test_a_task_without_the_submitters_options_is_one_line(fs):
     proc = fs.run(CPU_GENERIC, "--force", "--array-task", str(fs.artifacts / "slurm" / "x"))
-    assert proc.returncode == 2 and "its job.json has no readable build_options" in one_error_line(proc)
+    assert proc.returncode == 2 and "its job.json has no readable build_request" in one_error_line(proc)
 
 
 def test_array_task_builds_without_indexing_and_leaves_its_row(fs, tmp_path):
@@ -203,7 +203,7 @@ def test_apptainer_with_a_local_sif(fs, apptainer, tmp_path):
     assert proc.returncode == 0, proc.stderr
     command = next(line for line in proc.stdout.splitlines() if line.startswith("command:"))
     assert f" {sif} bash /home/conda/feedstock_root/localbuild/in_container/build_steps.sh" in command
-    assert "backend:      apptainer" in proc.stdout
+    assert "location:     apptainer" in proc.stdout
     assert _calls(apptainer) == []
 
 
@@ -275,33 +275,43 @@ def test_build_steps_index_only_indexes_even_without_the_config_file(fs, tmp_pat
     assert not fs.marker(CPU_GENERIC).exists()
 
 
-# every developer override, by DevOverrides field, and the flag that sets it
+# every developer override, by BuildRequest field, and the flag that sets it
 OVERRIDE_FLAGS = {"pythons": ["--python", "3.12"], "cuda_arch": ["--cuda-arch", "9.0"],
                   "rocm_arch": ["--rocm-arch", "gfx90a"], "jobs": ["--jobs", "8"],
                   "heavy_jobs": ["--heavy-jobs", "2"], "compile_cache": ["--compile-cache", "/tmp/ccache-dir"],
                   "compile_cache_read_only": ["--compile-cache-read-only"], "dev_tag": ["--dev-tag", "mine"]}
 
 
-def test_every_options_field_is_either_the_tasks_or_the_machines():
-    """A new Options field fails here until someone decides: does a Slurm task get the
-    submitter's value (BUILD_FIELDS), or decide it for itself (MACHINE_FIELDS)?"""
+def test_the_request_survives_job_json_and_a_broken_one_is_refused():
+    """Every BuildRequest field goes through to_json and back (a new field cannot be forgotten:
+    from_json needs them all), and a job.json short of one is refused."""
     import dataclasses
 
-    from localbuild.plan import BUILD_FIELDS, MACHINE_FIELDS, Options
+    from localbuild.engine import Engine
+    from localbuild.request import BuildRequest
 
-    assert not set(BUILD_FIELDS) & set(MACHINE_FIELDS)
-    assert sorted(BUILD_FIELDS + MACHINE_FIELDS) == sorted(f.name for f in dataclasses.fields(Options))
+    request = BuildRequest(engine=Engine("podman"), native=True, tool="rattler-build", channels=("/c",),
+                           source_tarball=Path("/t.tar.gz"), apptainer_image="/i.sif", emulate=True,
+                           skip_tests=True, test_only=True, gpu_tests=True, upload=True, output_id="pytorch",
+                           pythons=("3.12", "3.13t"), cuda_arch="9.0", rocm_arch="gfx90a", jobs=8, heavy_jobs=2,
+                           compile_cache="/cc", compile_cache_read_only=True, dev_tag="mine")
+    assert all(getattr(request, f.name) != f.default for f in dataclasses.fields(BuildRequest))
+    assert BuildRequest.from_json(json.loads(json.dumps(request.to_json()))) == request
+    data = request.to_json()
+    del data["heavy_jobs"]
+    with pytest.raises(ValueError, match="no heavy_jobs"):
+        BuildRequest.from_json(data)
 
 
 def test_every_build_option_reaches_the_slurm_task(tmp_path):
     """Issue 25: the task's flags were rebuilt by hand and --heavy-jobs was dropped. Now the
-    submitting run serializes its resolved options once (job.json's build_options) and the task
-    builds with them: every DevOverrides field and every other build option arrives."""
+    submitting run serializes its resolved request once (job.json's build_request) and the task
+    builds with it: every override and every other build option arrives."""
     import dataclasses
 
-    from localbuild.overrides import DevOverrides
+    from localbuild.request import BuildRequest
 
-    assert sorted(f.name for f in dataclasses.fields(DevOverrides)) == sorted(OVERRIDE_FLAGS)
+    assert set(OVERRIDE_FLAGS) <= {f.name for f in dataclasses.fields(BuildRequest)}
     rocm, cuda = "linux_64_blas_implgenericrocm_version7.2", "linux_64_blas_implmklcuda_compiler_version13.0"
     fs = make_feedstock(tmp_path, configs={rocm: dict(rocm="7.2", blas="generic"), cuda: dict(cuda="13.0")})
     channel = tmp_path / "channel"
@@ -313,18 +323,18 @@ def test_every_build_option_reaches_the_slurm_task(tmp_path):
                   "--dry-run")
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    options = json.loads(lines[next(i for i, line in enumerate(lines) if "build_options" in line) + 1])
+    options = json.loads(lines[next(i for i, line in enumerate(lines) if "build_request" in line) + 1])
     task_line = next(line for line in lines if line.startswith("exec "))
     assert "--heavy-jobs" not in task_line and "--array-task" in task_line   # no flags rebuilt by hand
-    assert options["overrides"] == {"pythons": ["3.13", "3.12"], "cuda_arch": "9.0", "rocm_arch": "gfx90a",
-                                    "jobs": 8, "heavy_jobs": 2, "compile_cache": "/tmp/ccache-dir",
-                                    "compile_cache_read_only": True, "dev_tag": "mine"}
+    assert {key: options[key] for key in OVERRIDE_FLAGS} == {
+        "pythons": ["3.13", "3.12"], "cuda_arch": "9.0", "rocm_arch": "gfx90a", "jobs": 8, "heavy_jobs": 2,
+        "compile_cache": "/tmp/ccache-dir", "compile_cache_read_only": True, "dev_tag": "mine"}
     assert (options["engine"], options["tool"], options["skip_tests"], options["channels"]) == \
         ("docker", "rattler-build", True, [str(channel)])
     # the task side: with that job.json, the task's own plan carries every value
     job_dir = fs.artifacts / "slurm" / "task-test"
     job_dir.mkdir(parents=True)
-    (job_dir / "job.json").write_text(json.dumps({"build_options": options}))
+    (job_dir / "job.json").write_text(json.dumps({"build_request": options}))
     task = fs.run(cuda, "--force", "--array-task", str(job_dir), "--min-free-gb", "0", "--dry-run")
     assert task.returncode == 0, task.stderr
     for shown in ("FEEDSTOCK_HEAVY_JOBS=2", "FEEDSTOCK_MAX_JOBS=8", "FEEDSTOCK_CUDA_ARCH_LIST=9.0",

@@ -282,7 +282,7 @@ def test_a_gpu_build_solves_behind_a_cpu_channel(tmp_path):
     the GPU build solves because its channel goes first (before the fix: `libtorch
     >=2.14.1,<2.15.0a0 ... no viable options`)."""
     from feedstock.after_build.downstream.channel import indexed_view, torch_builds
-    from feedstock.after_build.downstream.run import Options, Runner
+    from feedstock.after_build.downstream.run import DownstreamRequest, Runner
 
     cpu, gpu = tmp_path / "cpu", tmp_path / "gpu"
     write_metadata_package(cpu, "python", "3.11.7", "h0_0")
@@ -292,7 +292,7 @@ def test_a_gpu_build_solves_behind_a_cpu_channel(tmp_path):
     write_metadata_package(gpu, "pytorch", "2.14.1", GPU_2141.build, depends=("libtorch >=2.14.1,<2.15.0a0",
                                                                                "python 3.11.*"))
     views = [indexed_view(c, tmp_path / "views") for c in (cpu, gpu)]
-    runner = Runner(Options(catalog=tmp_path / "unused.yaml", channels=views, work=tmp_path / "work"))
+    runner = Runner(DownstreamRequest(catalog=tmp_path / "unused.yaml", channels=views, work=tmp_path / "work"))
     [build] = [b for b in torch_builds(views[1]) if b.flavour == "gpu"]
     prefix = runner.environment("gpu", build, [])
     assert sorted(p.name for p in (prefix / "conda-meta").glob("*.json")) == [

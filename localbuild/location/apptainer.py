@@ -12,9 +12,17 @@ in-container conda install its build tool over the read-only image.
 from __future__ import annotations
 
 import shutil
+import signal
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .errors import EXIT_PREFLIGHT, EXIT_USAGE, LocalBuildError
+from .. import engine as engines
+from ..errors import EXIT_PREFLIGHT, EXIT_USAGE, LocalBuildError
+from .mounts import container_mounts, container_script
+
+if TYPE_CHECKING:
+    from ..engine import Engine
+    from ..plan import BuildPlan, Options
 
 NAMES = ("apptainer", "singularity")
 ENV_PREFIX = "APPTAINERENV_"
@@ -76,3 +84,38 @@ def require_apptainer(executable: str) -> str:
                               f"(e.g. `module load {Path(executable).name}`), or build with "
                               "--native, or see the plan with --dry-run", EXIT_PREFLIGHT)
     return found
+
+
+class ApptainerLocation:
+    name = "apptainer"
+    in_container = True
+    first_stop_signal = signal.SIGTERM
+
+    def inside_root(self, options: "Options") -> str:
+        return engines.CONTAINER_FEEDSTOCK
+
+    def recipe_root(self, options: "Options") -> str:
+        return engines.CONTAINER_RECIPE
+
+    def describe(self, options: "Options") -> str:
+        return "apptainer"
+
+    def finish_plan(self, plan: "BuildPlan", options: "Options", env: dict[str, str], recipe_root: str) -> None:
+        config = plan.config
+        if not config.docker_image and not options.request.apptainer_image:
+            raise LocalBuildError(f"{config.path.name} has no docker_image; regenerate it with "
+                                  "`python -m feedstock rerender`, or give --apptainer-image SIF",
+                                  EXIT_USAGE)
+        plan.image = image_reference(config.docker_image, options.request.apptainer_image)
+        plan.mounts = [bind_argument(host, inside, ro) for host, inside, ro in container_mounts(options, plan)]
+        gpu = gpu_arguments(config.gpu[0]) if options.request.gpu_tests else []
+        plan.command = exec_command(options.request.engine.executable, plan.image, plan.mounts, env, gpu,
+                                    engines.CONTAINER_FEEDSTOCK, container_script())
+
+    def check(self, plans: list["BuildPlan"], engine: "Engine", feedstock_root: Path, tool: str | None,
+              environ: dict[str, str]) -> None:
+        require_apptainer(engine.executable)
+
+    def process_environment(self, plan: "BuildPlan", environ: dict[str, str], env: dict[str, str]) -> None:
+        # the container starts clean (--cleanenv): secrets reach it by name through these
+        env.update(secrets_by_name(plan.passed_by_name, environ))
