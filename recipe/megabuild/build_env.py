@@ -251,68 +251,17 @@ def build_environment(variant: Mapping[str, str], base: Mapping[str, str], *,
     """The complete environment for PyTorch's build, for one variant (see module doc).
     `src_dir` (the source tree) is where the job-pool include lives; without it, no pool."""
     env = dict(base)
-    backend = gpu_backend(variant)
-    platform = variant.get("target_platform", "linux-64")
-
-    env["USE_CUDA"] = "1" if backend == "cuda" else "0"
-    env["USE_ROCM"] = "1" if backend == "rocm" else "0"
-    env["USE_MAGMA"] = "0"
+    # the arch lists come from the variant (or the FEEDSTOCK_ overrides), never from the shell
     env.pop("TORCH_CUDA_ARCH_LIST", None)
     env.pop("PYTORCH_ROCM_ARCH", None)
-    if backend == "cuda":
-        override = base.get("FEEDSTOCK_CUDA_ARCH_LIST", "")
-        cuda_version = variant.get("cuda_compiler_version", "")
-        arm_variant = variant.get("arm_variant_type", "sbsa")
-        env["TORCH_CUDA_ARCH_LIST"] = override or cuda_arch_list(cuda_version, platform, arm_variant)
-        check_cuda_archs(env["TORCH_CUDA_ARCH_LIST"], cuda_version)
-        env["TORCH_NVCC_FLAGS"] = NVCC_FLAGS.get(major_minor(cuda_version), NVCC_FLAGS["12.9"])
-        env["USE_NCCL"] = "1"
-        env["USE_STATIC_NCCL"] = "0"
-        env["USE_STATIC_CUDNN"] = "0"
-        env.update(_cuda_locations(base, platform, arm_variant))
-
+    backend = gpu_backend(variant)
+    platform = variant.get("target_platform", "linux-64")
+    env.update(_gpu(variant, base, backend, platform))
     env.update(_blas(variant.get("blas_impl", "generic"), platform, base))
-    # oneDNN: not for ROCm (MIOpen instead), and not on Apple silicon, where it was never
-    # supported when MPS support was added
-    env["USE_MKLDNN"] = "0" if backend == "rocm" or platform == "osx-arm64" else "1"
-    if not platform.endswith("-64"):
-        env["USE_BREAKPAD"] = "0"  # breakpad does not build on aarch64/ppc64le
-    if platform.startswith("osx"):
-        env["USE_DISTRIBUTED"] = "1"  # off by default on macOS; libuv comes from host
-    if backend == "cuda" and platform == "linux-aarch64":
-        env["USE_PRIORITIZED_TEXT_FOR_LD"] = "1"  # libtorch_cuda outgrows aarch64 branch range
-
-    cpus = _positive_int("CPU_COUNT", variant.get("CPU_COUNT") or base.get("CPU_COUNT")
-                         or str(os.cpu_count() or 1))
-    if base.get("FEEDSTOCK_MAX_JOBS"):
-        env["MAX_JOBS"] = str(_positive_int("FEEDSTOCK_MAX_JOBS", base["FEEDSTOCK_MAX_JOBS"]))
-    else:
-        env["MAX_JOBS"] = str(max_jobs(cpus, mem_available_bytes(meminfo), backend != "cpu"))
-    if src_dir is not None:
-        env.update(_heavy_pool(base, int(env["MAX_JOBS"]), mem_available_bytes(meminfo), src_dir))
-        if not base.get("TMPDIR"):
-            # the compilers' temporary files stay in the build's tree (made by its first command):
-            # rattler-build runs the script without TMPDIR, and HIP's clang leaves a folder per
-            # compile in /tmp, a shared machine's, which no build should fill
-            env["TMPDIR"] = str(Path(src_dir) / TEMP_DIR_NAME)
-
+    env.update(_features(backend, platform))
+    env.update(_jobs(variant, base, backend, meminfo, src_dir))
     env.update(compile_cache.cache_environment(base))
-
-    for name in system_libraries(backend):
-        env[name] = "1"
-    for name in FEATURES_OFF:
-        env[name] = "0"
-    # libtorch must not ship test programs (~50 MB in bin/, test libraries in lib/), nor its own
-    # protoc and google/protobuf headers, which would clobber the channel's libprotobuf
-    env["BUILD_TEST"] = "0"
-    env["INSTALL_TEST"] = "0"
-    env["BUILD_CUSTOM_PROTOBUF"] = "OFF"
-    # setup.py's conda mode: no vendored runtime libraries copied into torch/lib
-    env["PACKAGE_TYPE"] = "conda"
-    if variant.get("PKG_VERSION"):
-        env["PYTORCH_BUILD_VERSION"] = variant["PKG_VERSION"]
-    # never the conda build number: PyTorch would report 2.13.0.post300 (see module doc)
-    env["PYTORCH_BUILD_NUMBER"] = "0"
+    env.update(_packaging(variant))
     for name in ("CFLAGS", "CXXFLAGS", "CPPFLAGS", "DEBUG_CXXFLAGS"):
         if name in env:
             env[name] = _clean_flags(env[name])
@@ -325,6 +274,78 @@ def build_environment(variant: Mapping[str, str], base: Mapping[str, str], *,
     env["_GLIBCXX_USE_CXX11_ABI"] = "1"
     env["CMAKE_BUILD_TYPE"] = "Release"
     env["CMAKE_GENERATOR"] = "Ninja"
+    return env
+
+
+def _gpu(variant: Mapping[str, str], base: Mapping[str, str], backend: str, platform: str) -> dict[str, str]:
+    """USE_CUDA/USE_ROCM/USE_MAGMA, and for CUDA the arch list, nvcc flags, NCCL and where the
+    toolkit is."""
+    env = {"USE_CUDA": "1" if backend == "cuda" else "0", "USE_ROCM": "1" if backend == "rocm" else "0",
+           "USE_MAGMA": "0"}
+    if backend == "cuda":
+        override = base.get("FEEDSTOCK_CUDA_ARCH_LIST", "")
+        cuda_version = variant.get("cuda_compiler_version", "")
+        arm_variant = variant.get("arm_variant_type", "sbsa")
+        env["TORCH_CUDA_ARCH_LIST"] = override or cuda_arch_list(cuda_version, platform, arm_variant)
+        check_cuda_archs(env["TORCH_CUDA_ARCH_LIST"], cuda_version)
+        env["TORCH_NVCC_FLAGS"] = NVCC_FLAGS.get(major_minor(cuda_version), NVCC_FLAGS["12.9"])
+        env["USE_NCCL"] = "1"
+        env["USE_STATIC_NCCL"] = "0"
+        env["USE_STATIC_CUDNN"] = "0"
+        env.update(_cuda_locations(base, platform, arm_variant))
+    return env
+
+
+def _features(backend: str, platform: str) -> dict[str, str]:
+    """The USE_*/BUILD_* switches: system libraries, what is off, what a platform needs."""
+    # oneDNN: not for ROCm (MIOpen instead), and not on Apple silicon, where it was never
+    # supported when MPS support was added
+    env = {"USE_MKLDNN": "0" if backend == "rocm" or platform == "osx-arm64" else "1"}
+    if not platform.endswith("-64"):
+        env["USE_BREAKPAD"] = "0"  # breakpad does not build on aarch64/ppc64le
+    if platform.startswith("osx"):
+        env["USE_DISTRIBUTED"] = "1"  # off by default on macOS; libuv comes from host
+    if backend == "cuda" and platform == "linux-aarch64":
+        env["USE_PRIORITIZED_TEXT_FOR_LD"] = "1"  # libtorch_cuda outgrows aarch64 branch range
+    for name in system_libraries(backend):
+        env[name] = "1"
+    for name in FEATURES_OFF:
+        env[name] = "0"
+    # libtorch must not ship test programs (~50 MB in bin/, test libraries in lib/), nor its own
+    # protoc and google/protobuf headers, which would clobber the channel's libprotobuf
+    env["BUILD_TEST"] = "0"
+    env["INSTALL_TEST"] = "0"
+    env["BUILD_CUSTOM_PROTOBUF"] = "OFF"
+    return env
+
+
+def _jobs(variant: Mapping[str, str], base: Mapping[str, str], backend: str, meminfo: Path,
+          src_dir: Path | None) -> dict[str, str]:
+    """MAX_JOBS from cores and memory (or FEEDSTOCK_MAX_JOBS), the heavy targets' pool, and the
+    compilers' temporary folder inside the build's tree."""
+    cpus = _positive_int("CPU_COUNT", variant.get("CPU_COUNT") or base.get("CPU_COUNT")
+                         or str(os.cpu_count() or 1))
+    if base.get("FEEDSTOCK_MAX_JOBS"):
+        env = {"MAX_JOBS": str(_positive_int("FEEDSTOCK_MAX_JOBS", base["FEEDSTOCK_MAX_JOBS"]))}
+    else:
+        env = {"MAX_JOBS": str(max_jobs(cpus, mem_available_bytes(meminfo), backend != "cpu"))}
+    if src_dir is not None:
+        env.update(_heavy_pool(base, int(env["MAX_JOBS"]), mem_available_bytes(meminfo), src_dir))
+        if not base.get("TMPDIR"):
+            # the compilers' temporary files stay in the build's tree (made by its first command):
+            # rattler-build runs the script without TMPDIR, and HIP's clang leaves a folder per
+            # compile in /tmp, a shared machine's, which no build should fill
+            env["TMPDIR"] = str(Path(src_dir) / TEMP_DIR_NAME)
+    return env
+
+
+def _packaging(variant: Mapping[str, str]) -> dict[str, str]:
+    # setup.py's conda mode: no vendored runtime libraries copied into torch/lib
+    env = {"PACKAGE_TYPE": "conda"}
+    if variant.get("PKG_VERSION"):
+        env["PYTORCH_BUILD_VERSION"] = variant["PKG_VERSION"]
+    # never the conda build number: PyTorch would report 2.13.0.post300 (see module doc)
+    env["PYTORCH_BUILD_NUMBER"] = "0"
     return env
 
 

@@ -390,10 +390,14 @@ def test_cmake_find_package_torch(layout: SplitLayout, tmp_path: Path, how: str)
                       layout.sp_dir / "torch" / "lib" / "libtorch_python.so"),
     }[how]
     build = tmp_path / "build"
-    launcher = cmake_ccache(build, layout.prefix, Path(CMAKE_TEST_DIR))
+    # the project beside its build: every path ccache hashes lies below the run's folder, so the
+    # next run (another clone, another pytest-N) is served the objects
+    project = tmp_path / "cmake_test"
+    shutil.copytree(CMAKE_TEST_DIR, project)
+    launcher = cmake_ccache(build, layout.prefix, project)
     env = layout.test_env(**launcher.env)
     # no CMAKE_BUILD_TYPE: unoptimised compiles of the torch headers are the quickest
-    run(["cmake", "-S", CMAKE_TEST_DIR, "-B", build, "-G", "Ninja", "-DWITH_TORCH_PYTHON=ON",
+    run(["cmake", "-S", project, "-B", build, "-G", "Ninja", "-DWITH_TORCH_PYTHON=ON",
          f"-DPython3_EXECUTABLE={layout.python}", where, *launcher.defines], env=env)
     cache = read_cache(build / "CMakeCache.txt")
     assert Path(cache["Torch_DIR"]) == torch_dir

@@ -30,7 +30,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable, Mapping
+
+from common.driver import DriverMissing, driver_module
 
 from ...errors import FeedstockError
 from ...text_input import read_yaml
@@ -158,25 +160,26 @@ def settings(feedstock: Feedstock) -> WorkflowSettings:
                                  "github_actions.artifact_retention_days"))
 
 
-def job_gpu_backend(job: CiJob) -> str:
-    """cuda, rocm or cpu, from the job's variant values."""
-    explicit = [str(v).lower() for v in job.config.get("gpu_backend") or []]
-    if explicit and explicit[0] in GPU_BACKENDS + ("cpu",):
-        return explicit[0]
-    if any(str(v) not in ("None", "") for v in job.config.get("cuda_compiler_version") or []):
-        return "cuda"
-    if any(str(v) not in ("None", "") for v in job.config.get("rocm_version") or []):
-        return "rocm"
-    return "cpu"
+GpuBackend = Callable[[Mapping[str, str]], str]
 
 
-def gpu_runner_key(job: CiJob) -> str:
+def driver_gpu_backend(feedstock: Feedstock) -> GpuBackend:
+    """The driver's decision (megabuild/build_env.gpu_backend): the one the build makes."""
+    try:
+        return driver_module(feedstock.root, "build_env").gpu_backend
+    except DriverMissing as err:
+        raise FeedstockError(f"{err}; the workflow's GPU test jobs follow its gpu_backend") from None
+
+
+def gpu_runner_key(job: CiJob, gpu_backend: GpuBackend) -> str:
     """The gpu_runs_on key of a job: its backend, and on linux-aarch64 also its
     arm_variant_type (a Jetson and a Grace machine are different runners, neither x64)."""
-    backend = job_gpu_backend(job)
-    variant = [str(v) for v in job.config.get("arm_variant_type") or []]
+    variant = {key: str((job.config.get(key) or [""])[0])
+               for key in ("gpu_backend", "cuda_compiler_version", "rocm_version")}
+    backend = gpu_backend(variant)
+    arm = [str(v) for v in job.config.get("arm_variant_type") or []]
     if job.platform == "linux_aarch64" and backend != "cpu":
-        return f"{backend}_{variant[0] if variant else 'sbsa'}"
+        return f"{backend}_{arm[0] if arm else 'sbsa'}"
     return backend
 
 
@@ -243,16 +246,16 @@ def _job(header: list[str], entries: list[tuple[str, list[str]]], config: Workfl
     ]
 
 
-def render_workflow(jobs: list[CiJob], config: WorkflowSettings) -> str:
+def render_workflow(jobs: list[CiJob], config: WorkflowSettings, gpu_backend: GpuBackend) -> str:
     """The workflow file's text for these CI jobs (deterministic: same input, same bytes)."""
-    builds, gpu_tests = _runner_rows(jobs, config)
+    builds, gpu_tests = _runner_rows(jobs, config, gpu_backend)
     lines = [*_header(config), *_build_job(builds, config)]
     if gpu_tests:
         lines += ["", *_gpu_test_job(gpu_tests, config)]
     return "\n".join(lines) + "\n"
 
 
-def _runner_rows(jobs: list[CiJob], config: WorkflowSettings) -> tuple[list, list]:
+def _runner_rows(jobs: list[CiJob], config: WorkflowSettings, gpu_backend: GpuBackend) -> tuple[list, list]:
     """(job name, runner labels) for every build, and for the jobs whose GPU has test runners."""
     builds, gpu_tests = [], []
     for job in sorted(jobs, key=lambda job: job.name):
@@ -261,7 +264,7 @@ def _runner_rows(jobs: list[CiJob], config: WorkflowSettings) -> tuple[list, lis
             raise FeedstockError(f"{RUNNERS_FILE}: no runner labels for platform {job.platform}; "
                                  f"add runs_on: {{{job.platform}: [labels]}} to {RUNNERS_FILE}")
         builds.append((job.name, labels))
-        key = gpu_runner_key(job)
+        key = gpu_runner_key(job, gpu_backend)
         if key in config.gpu_runs_on:
             gpu_tests.append((job.name, config.gpu_runs_on[key]))
     if not builds:
@@ -340,7 +343,7 @@ def _gpu_test_job(gpu_tests: list, config: WorkflowSettings) -> list[str]:
 
 
 def expected_workflow(feedstock: Feedstock, jobs: list[CiJob]) -> str:
-    return render_workflow(jobs, settings(feedstock))
+    return render_workflow(jobs, settings(feedstock), driver_gpu_backend(feedstock))
 
 
 def workflow_state(feedstock: Feedstock, expected: str) -> str | None:
