@@ -7,11 +7,13 @@ the bare name, which is what conda-build itself renders before solving.
 from __future__ import annotations
 
 import re
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from ...errors import FeedstockError
 from ...platforms import DEFAULT_COMPILERS, Platform
+from ...text_input import read_text
 
 
 def _increment(part: Any, alpha_next: bool) -> str:
@@ -71,6 +73,63 @@ def subpackage_pin(name: str, subpackages: Mapping[str, tuple[str, str]], min_pi
     return f"{name} {pin_range(version, min_pin, max_pin)}"
 
 
+def _target_spec(platform: Platform, variant: Mapping[str, Any], language: str, kind: str) -> str:
+    """compiler('c') / stdlib('c'): the package for the target, with the variant's version."""
+    target = str(variant.get("target_platform", platform.subdir))
+    default = DEFAULT_COMPILERS.get(platform.os, {}).get(language, language) if kind == "compiler" else language
+    package = variant.get(f"{language}_{kind}", default)
+    version = variant.get(f"{language}_{kind}_version")
+    spec = f"{package}_{target}"
+    if version:
+        version = str(version)
+        if re.fullmatch(r"[0-9][0-9a-zA-Z_.]*", version) and not version.endswith("*"):
+            version += ".*"  # conda-build makes a bare version a prefix match
+        spec += f" {version}"
+    return spec
+
+
+def _cdt(platform: Platform, variant: Mapping[str, Any], package: str) -> str:
+    arch = platform.arch
+    name = "cos7" if arch in ("aarch64", "ppc64le", "ppc64", "s390x") else "cos6"
+    cdt_arch = arch if name == "cos7" else ("x86_64" if arch == "64" else "i686")
+    name = variant.get("cdt_name", name)
+    cdt_arch = variant.get("cdt_arch", cdt_arch)
+    base, _, rest = package.partition(" ")
+    return f"{base}-{name}-{cdt_arch}" + (f" {rest}" if rest else "")
+
+
+def _pin_subpackage(subpackages: Mapping[str, tuple[str, str]] | None, name: str, min_pin: str = "x.x.x.x.x.x",
+                    max_pin: str = "x", exact: bool = False) -> str:
+    if subpackages is None:
+        return name
+    if subpackages is DEFERRED_PINS:
+        return f"PINSUBPACKAGE__{name}__{min_pin or ''}__{max_pin or ''}__{int(bool(exact))}__END"
+    return subpackage_pin(name, subpackages, min_pin, max_pin, bool(exact))
+
+
+def _pin_compatible(variant: Mapping[str, Any], name: str, lower_bound: str | None = None,
+                    upper_bound: str | None = None, min_pin: str = "x.x.x.x.x.x", max_pin: str = "x",
+                    exact: bool = False) -> str:
+    version = lower_bound or variant.get(name.replace("-", "_"))
+    if not version:
+        return name
+    version = str(version).split(" ")[0]
+    if upper_bound:
+        return f"{name} >={version},<{upper_bound}"
+    if exact:
+        return f"{name} {version}"
+    return f"{name} {pin_range(version, min_pin, max_pin)}"
+
+
+def _load_file_regex(recipe_dir: Path, load_file: str, regex_pattern: str, from_recipe_dir: bool = False,
+                     recipe_dir_: str | None = None, config: Any = None):
+    path = recipe_dir / load_file if from_recipe_dir else recipe_dir.parent / load_file
+    if not path.is_file():
+        return None
+    # the bounded reader of every input: no device, no FIFO, no file beyond the size limit
+    return re.search(regex_pattern, read_text(path, str(load_file)))
+
+
 def make_functions(platform: Platform, variant: Mapping[str, Any], recipe_dir: Path,
                    subpackages: Mapping[str, tuple[str, str]] | None) -> dict[str, Callable]:
     """compiler(), stdlib(), cdt(), pin_subpackage(), pin_compatible(), load_file_regex()...
@@ -78,70 +137,12 @@ def make_functions(platform: Platform, variant: Mapping[str, Any], recipe_dir: P
     ``subpackages`` maps output name -> (version, build string) once they are known; before
     that, pin_subpackage returns the bare name (conda-build's first pass does the same).
     """
-    target = str(variant.get("target_platform", platform.subdir))
-
-    def _target(language: str, kind: str) -> str:
-        default = DEFAULT_COMPILERS.get(platform.os, {}).get(language, language) if kind == "compiler" else language
-        package = variant.get(f"{language}_{kind}", default)
-        version = variant.get(f"{language}_{kind}_version")
-        spec = f"{package}_{target}"
-        if version:
-            version = str(version)
-            if re.fullmatch(r"[0-9][0-9a-zA-Z_.]*", version) and not version.endswith("*"):
-                version += ".*"  # conda-build makes a bare version a prefix match
-            spec += f" {version}"
-        return spec
-
-    def compiler(language: str) -> str:
-        return _target(language, "compiler")
-
-    def stdlib(language: str) -> str:
-        return _target(language, "stdlib")
-
-    def cdt(package: str) -> str:
-        arch = platform.arch
-        name = "cos7" if arch in ("aarch64", "ppc64le", "ppc64", "s390x") else "cos6"
-        cdt_arch = arch if name == "cos7" else ("x86_64" if arch == "64" else "i686")
-        name = variant.get("cdt_name", name)
-        cdt_arch = variant.get("cdt_arch", cdt_arch)
-        base, _, rest = package.partition(" ")
-        return f"{base}-{name}-{cdt_arch}" + (f" {rest}" if rest else "")
-
-    def pin_subpackage(name: str, min_pin: str = "x.x.x.x.x.x", max_pin: str = "x", exact: bool = False) -> str:
-        if subpackages is None:
-            return name
-        if subpackages is DEFERRED_PINS:
-            return f"PINSUBPACKAGE__{name}__{min_pin or ''}__{max_pin or ''}__{int(bool(exact))}__END"
-        return subpackage_pin(name, subpackages, min_pin, max_pin, bool(exact))
-
-    def pin_compatible(name: str, lower_bound: str | None = None, upper_bound: str | None = None,
-                       min_pin: str = "x.x.x.x.x.x", max_pin: str = "x", exact: bool = False) -> str:
-        version = lower_bound or variant.get(name.replace("-", "_"))
-        if not version:
-            return name
-        version = str(version).split(" ")[0]
-        if upper_bound:
-            return f"{name} >={version},<{upper_bound}"
-        if exact:
-            return f"{name} {version}"
-        return f"{name} {pin_range(version, min_pin, max_pin)}"
-
-    def load_file_regex(load_file: str, regex_pattern: str, from_recipe_dir: bool = False,
-                        recipe_dir_: str | None = None, config: Any = None):
-        path = recipe_dir / load_file if from_recipe_dir else recipe_dir.parent / load_file
-        if not path.is_file():
-            return None
-        return re.search(regex_pattern, path.read_text())
-
-    def ccache(method: str) -> str:
-        return "ccache"
-
     return {
-        "compiler": compiler,
-        "stdlib": stdlib,
-        "cdt": cdt,
-        "pin_subpackage": pin_subpackage,
-        "pin_compatible": pin_compatible,
-        "load_file_regex": load_file_regex,
-        "ccache": ccache,
+        "compiler": partial(_target_spec, platform, variant, kind="compiler"),
+        "stdlib": partial(_target_spec, platform, variant, kind="stdlib"),
+        "cdt": partial(_cdt, platform, variant),
+        "pin_subpackage": partial(_pin_subpackage, subpackages),
+        "pin_compatible": partial(_pin_compatible, variant),
+        "load_file_regex": partial(_load_file_regex, recipe_dir),
+        "ccache": lambda method: "ccache",
     }
