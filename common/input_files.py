@@ -58,6 +58,21 @@ def read_regular(path: Path, limit: int = MAX_INPUT_BYTES) -> bytes:
     return data
 
 
+class NotUtf8Text(ValueError):
+    """Bytes that are not UTF-8 text; str() is `LABEL:LINE: byte 0x.. is not UTF-8 text`."""
+
+
+def decode_text(data: bytes, label: str) -> str:
+    """UTF-8 text, a BOM dropped (it means the same text): the one decoding of every input."""
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data[:err.start].count(b"\n") + 1
+        raise NotUtf8Text(f"{label}:{line}: byte 0x{data[err.start]:02x} is not UTF-8 text") from None
+
+
 def too_many_variants(axes: list[tuple[str, int]]) -> str | None:
     """None when the product of the axes' value counts (a key, or a zip_keys group as `a/b`, and
     its number of values) is within MAX_VARIANTS; else the part of the one-line refusal both the

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import yaml
-from common.input_files import MAX_INPUT_BYTES, NotARegularFile, read_regular
+from common.input_files import MAX_INPUT_BYTES, NotARegularFile, NotUtf8Text, decode_text, read_regular
 
 from .errors import FeedstockError
 
@@ -66,15 +66,10 @@ def read_bytes(path: Path, label: str | None = None) -> bytes:
 def read_text(path: Path, label: str | None = None) -> str:
     """The file's text (UTF-8, a BOM dropped); anything else is one error line (exit 2)."""
     label = label or str(path)
-    data = read_bytes(path, label)
-    if data.startswith(b"\xef\xbb\xbf"):
-        data = data[3:]
     try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = data[:err.start].count(b"\n") + 1
-        raise UnreadableInput(f"{label}:{line}: byte 0x{data[err.start]:02x} is not UTF-8 text; "
-                             "save the file as UTF-8") from None
+        return decode_text(read_bytes(path, label), label)
+    except NotUtf8Text as err:
+        raise UnreadableInput(f"{err}; save the file as UTF-8") from None
 
 
 class DuplicateKeyError(yaml.YAMLError):

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from common.input_files import read_regular
+from common.input_files import decode_text, read_regular
 
 MAX_DEPTH = 16  # nested blocks; a .ci_support file has two (a key's list, zip_keys' groups)
 
@@ -57,7 +57,7 @@ _UNSUPPORTED_START = {"&": "anchors", "*": "aliases", "!": "tags", "|": "block s
 
 def load(path: Path) -> CiYaml:
     """Parse one ``.ci_support`` file; raises CiYamlError (or OSError) on failure."""
-    text = read_regular(path).decode("utf-8-sig")
+    text = decode_text(read_regular(path), str(path))
     return parse(text, str(path))
 
 

@@ -11,7 +11,7 @@ from typing import Any
 from . import ci_yaml
 from common.driver import DriverMissing, driver_module
 from .errors import EXIT_PREFLIGHT, EXIT_USAGE, LocalBuildError
-from common.input_files import too_many_variants
+from common.input_files import NotUtf8Text, too_many_variants
 
 CI_SUPPORT = ".ci_support"
 
@@ -196,10 +196,9 @@ def load_config(feedstock_root: Path, name: str) -> CiConfig:
         raise LocalBuildError(f"cannot parse {_relative(exc.path, feedstock_root)} line {exc.line}: "
                               f"{exc.reason}; regenerate it with `python -m feedstock rerender`",
                               EXIT_USAGE) from None
-    except UnicodeDecodeError as exc:
-        line = exc.object[:exc.start].count(b"\n") + 1
-        raise LocalBuildError(f"{rel}:{line}: byte 0x{exc.object[exc.start]:02x} "
-                              "is not UTF-8 text; regenerate it with `python -m feedstock rerender`",
+    except NotUtf8Text as exc:
+        where = str(exc).removeprefix(str(path))   # ":LINE: byte ..."
+        raise LocalBuildError(f"{rel}{where}; regenerate it with `python -m feedstock rerender`",
                               EXIT_USAGE) from None
     except OSError as exc:
         raise LocalBuildError(f"cannot read {rel}: {exc.strerror}; "

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from common.hashing import sha256_of
-from common.input_files import read_regular
+from common.input_files import NotUtf8Text, decode_text, read_regular
 
 from .errors import EXIT_USAGE, LocalBuildError
 from .log_scan import log_mentions
@@ -74,11 +74,9 @@ def read_recipe_lines(recipe: Path, label: str) -> list[str]:
         raise LocalBuildError(f"--source-tarball: cannot read {label} ({exc.strerror}); restore "
                               f"it (git checkout {label})", EXIT_USAGE) from None
     try:
-        return data.decode("utf-8-sig").splitlines()
-    except UnicodeDecodeError as exc:
-        line = data[:exc.start].count(b"\n") + 1
-        raise LocalBuildError(f"--source-tarball: {label}:{line}: byte 0x{data[exc.start]:02x} is "
-                              "not UTF-8 text; fix the recipe", EXIT_USAGE) from None
+        return decode_text(data, label).splitlines()
+    except NotUtf8Text as exc:
+        raise LocalBuildError(f"--source-tarball: {exc}; fix the recipe", EXIT_USAGE) from None
 
 
 def read_recipe_source(recipe: Path, label: str) -> RecipeSource:
