@@ -3,6 +3,7 @@ into place, so an interruption or a failure leaves the old file or none, never a
 (the driver, recipe/megabuild, keeps its own small writer: conda-build copies only recipe/).
 
 - `atomic_path` / `write_atomically`: one file.
+- `atomic_folder` / `atomic_symlink`: a folder filled beside its place, a link swapped in one step.
 - `replace_files`: several files, all or nothing: every one is written to its temporary first,
   then the renames run with Ctrl-C and SIGTERM held back, so an interruption lands before the
   first rename (nothing changed) or after the last (everything did).
@@ -15,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Iterable, Iterator
@@ -54,6 +56,38 @@ def atomic_path(path: Path) -> Iterator[Path]:
         os.replace(temp, path)
     except BaseException:
         with contextlib.suppress(OSError):  # no half-written file left behind
+            temp.unlink()
+        raise
+
+
+@contextlib.contextmanager
+def atomic_folder(path: Path) -> Iterator[Path]:
+    """A new temporary sibling folder to fill; it takes the place of `path` (an earlier folder
+    there is removed first) when the block ends without an exception, and is removed when it
+    raises: a stopped run leaves the old folder or none, never half of a new one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    try:
+        yield temp
+        os.chmod(temp, 0o777 & ~_umask())   # mkdtemp's 0700 is for the temporary only
+        with signals_held():
+            shutil.rmtree(path, ignore_errors=True)
+            os.replace(temp, path)
+    except BaseException:
+        shutil.rmtree(temp, ignore_errors=True)
+        raise
+
+
+def atomic_symlink(link: Path, target: Path) -> None:
+    """`link` points at `target`, replaced in one step: a reader (a Slurm task beside us) never
+    finds it missing."""
+    temp = _temporary_beside(link)
+    temp.unlink()
+    try:
+        temp.symlink_to(target)
+        os.replace(temp, link)
+    except BaseException:
+        with contextlib.suppress(OSError):
             temp.unlink()
         raise
 

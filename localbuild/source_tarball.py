@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from common.hashing import sha256_of
+from common.atomic_files import atomic_folder, atomic_symlink
 from common.input_files import NotUtf8Text, decode_text, read_regular
 
 from .errors import EXIT_USAGE, LocalBuildError
@@ -207,12 +208,7 @@ def download_failure_detail(log: Path, recipe: Path, label: str) -> str | None:
 def link_tarball(link: Path, tarball: Path) -> None:
     """``link`` (named as the url's file) pointing at the tarball; replaced in one step, so
     Slurm tasks that make the same link at once never see it missing."""
-    link.parent.mkdir(parents=True, exist_ok=True)
-    tmp = link.with_name(f".{link.name}.tmp{os.getpid()}")
-    if os.path.lexists(tmp):
-        tmp.unlink()
-    tmp.symlink_to(tarball)
-    os.replace(tmp, link)
+    atomic_symlink(link, tarball)
 
 
 def write_recipe_copy(recipe_dir: Path, dest: Path, recipe_text: str, recipe_name: str) -> None:
@@ -220,12 +216,7 @@ def write_recipe_copy(recipe_dir: Path, dest: Path, recipe_text: str, recipe_nam
     the previous copy is replaced whole (the user may have edited recipe/ since)."""
     import shutil
 
-    tmp = dest.with_name(f".{dest.name}.tmp{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    try:
-        shutil.copytree(recipe_dir, tmp, ignore=shutil.ignore_patterns("__pycache__", "output"))
+    with atomic_folder(dest) as tmp:
+        shutil.copytree(recipe_dir, tmp, ignore=shutil.ignore_patterns("__pycache__", "output"),
+                        dirs_exist_ok=True)
         (tmp / recipe_name).write_text(recipe_text, encoding="utf-8")
-        shutil.rmtree(dest, ignore_errors=True)
-        os.replace(tmp, dest)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)

@@ -50,3 +50,31 @@ def _umask() -> int:
     current = os.umask(0)
     os.umask(current)
     return current
+
+
+def test_atomic_folder_replaces_the_old_one_whole_or_leaves_it(tmp_path):
+    from common.atomic_files import atomic_folder
+
+    target = tmp_path / "view"
+    target.mkdir()
+    (target / "old.txt").write_text("old")
+    with pytest.raises(RuntimeError):
+        with atomic_folder(target) as building:
+            (building / "half.txt").write_text("half")
+            raise RuntimeError("stopped halfway")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["view"] and (target / "old.txt").is_file()
+    with atomic_folder(target) as building:
+        (building / "new.txt").write_text("new")
+    assert sorted(p.name for p in target.iterdir()) == ["new.txt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["view"]
+    assert target.stat().st_mode & 0o777 != 0o700   # an ordinary folder, not mkdtemp's private one
+
+
+def test_atomic_symlink_swaps_the_link_in_one_step(tmp_path):
+    from common.atomic_files import atomic_symlink
+
+    link = tmp_path / "pytorch-v2.14.1.tar.gz"
+    atomic_symlink(link, tmp_path / "first")
+    atomic_symlink(link, tmp_path / "second")
+    assert link.readlink() == tmp_path / "second"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pytorch-v2.14.1.tar.gz"]

@@ -12,6 +12,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from common.atomic_files import atomic_folder
+
 from ...errors import FeedstockError
 from ...text_input import read_json
 
@@ -58,11 +60,8 @@ def indexed_view(channel: Path, views: Path) -> Path:
                              "(python build-locally.py) or pass --channel", exit_code=3)
     source = channel.resolve()
     view = views / f"{source.name}-{hashlib.sha256(str(source).encode()).hexdigest()[:12]}"
-    shutil.rmtree(view, ignore_errors=True)
     # made beside it and renamed when indexed: a run stopped halfway leaves no half a channel
-    building = view.with_name(view.name + ".partial")
-    shutil.rmtree(building, ignore_errors=True)
-    try:
+    with atomic_folder(view) as building:
         (building / "noarch").mkdir(parents=True)
         for package in sorted(p for p in source.glob("*/*") if p.name.endswith(PACKAGE_SUFFIXES)):
             (building / package.parent.name).mkdir(exist_ok=True)
@@ -72,10 +71,6 @@ def indexed_view(channel: Path, views: Path) -> Path:
             except OSError:  # another filesystem
                 shutil.copy2(package, link)
         index(building, shown_as=channel)
-        building.rename(view)
-    except BaseException:
-        shutil.rmtree(building, ignore_errors=True)
-        raise
     return view
 
 

@@ -21,6 +21,7 @@ import zipfile
 from pathlib import Path
 from typing import Iterator
 
+from common.atomic_files import atomic_path
 from common.interrupts import interrupt_after_call
 
 from .. import compile_cache as compiles
@@ -159,10 +160,8 @@ def _from_cache(cached: Path, output_dir: Path) -> Path:
 def _to_cache(package: Path, entry: Path) -> None:
     """Copy under entry/<subdir>/ through a temporary name: a cut-off copy never takes the name."""
     final = entry / package.parent.name / package.name
-    final.parent.mkdir(parents=True, exist_ok=True)
-    partial = final.with_name(f"{package.name}.partial-{os.getpid()}")
-    shutil.copy2(package, partial)
-    os.replace(partial, final)
+    with atomic_path(final) as partial:
+        shutil.copy2(package, partial)
 
 
 def build_package(dependent: Dependent, build: TorchBuild, source: Path, test_files: list[Path],
