@@ -536,8 +536,9 @@ def judge_signalled(code: int, output: str, changed: dict[str, str | None],
     if code not in (130, -signal.SIGINT, -signal.SIGTERM, finished_code):
         return f"exit {code} after SIGTERM", False
     errors = [line for line in output.splitlines() if re.match(r"^([\w. -]+: )?error: |^build-locally: ", line)]
-    if code in (130, -signal.SIGINT) and len(errors) != 1:
-        return f"exit 130 with {len(errors)} error lines", False
+    # the interrupt is the last word (a command may have reported a failed item before it)
+    if code in (130, -signal.SIGINT) and not (errors and "interrupted" in errors[-1]):
+        return f"exit 130 without an interrupted line last ({len(errors)} error lines)", False
     torn = sorted(path for path, value in changed.items() if finished.get(path) != value)
     if torn:
         return "left " + ", ".join(torn[:4]), False
@@ -572,6 +573,10 @@ def _normal(output: str) -> str:
     return re.sub(r"\d+", "N", output)
 
 
+# the commands' own work and output folders under {work} (the tree's files and the inputs count)
+OWN_OUTPUTS = tuple(f"work/{name}" for name in ("dswork", "image-out", "o")) + ("dswork", "image-out", "o")
+
+
 def run_case(case: Case, base: Path, timeout: float, clean: dict) -> Result | None:
     tree, work = make_scratch(base)
     try:
@@ -586,7 +591,7 @@ def run_case(case: Case, base: Path, timeout: float, clean: dict) -> Result | No
         after = tree_digest(tree), tree_digest(work)
         changed = sorted({path for b, a in zip(before, after) for path in set(b) | set(a)
                           if b.get(path) != a.get(path)
-                          and not path.startswith(("dswork", "image-out", "o"))})  # the commands' own outputs
+                          and not path.startswith(OWN_OUTPUTS)})
         problem, traceback = judge(case, code, output, clean.get((case.command, case.argv, case.feedstock)))
         if changed and not problem:
             problem = "changed " + ", ".join(changed[:4])
@@ -616,7 +621,8 @@ def _run_signalled_case(case: Case, tree: Path, work: Path, finished: tuple[floa
         return None  # it ended before the signal: nothing to judge
     code, output = ran
     after = _both(tree, work)
-    changed = {path: after.get(path) for path in set(before) | set(after) if before.get(path) != after.get(path)}
+    changed = {path: after.get(path) for path in set(before) | set(after) if before.get(path) != after.get(path)
+               and not path.startswith(OWN_OUTPUTS)}
     problem, traceback = judge_signalled(code, output, changed, finished_tree, finished_code)
     # a file the stopped run wrote whole (as its uninterrupted run does) is no changed tree
     torn = sorted(path for path, value in changed.items() if finished_tree.get(path) != value)

@@ -59,10 +59,13 @@ def test_a_signalled_case_is_judged_on_its_exit_its_lines_and_what_it_left(tmp_p
     assert judge(-15, "", {}, finished, 0) == ("", False)
     assert judge(0, "rerender: done\n", {}, finished, 0) == ("", False)
     assert judge(1, "", {}, finished, 0)[0] == "exit 1 after SIGTERM"
-    assert judge(130, "", {}, finished, 0)[0] == "exit 130 with 0 error lines"
+    assert judge(130, "", {}, finished, 0)[0] == "exit 130 without an interrupted line last (0 error lines)"
+    # a failed item reported before the interrupt is fine, as long as the interrupt is the last word
+    assert judge(130, "error: einops: no solve\nerror: python -m feedstock downstream interrupted\n",
+                 {}, finished, 0) == ("", False)
     assert judge(130, "Traceback (most recent call last):\nKeyboardInterrupt\n", {}, finished, 0) == ("traceback", True)
     assert judge(-1, "still running 15 s after SIGTERM", {}, finished, 0)[0].startswith("still running")
     torn = {"tree/.ci_support/.job.yaml.x1.tmp": "abc:644"}
-    assert judge(130, "error: interrupted\n", torn, finished, 0)[0] == "left tree/.ci_support/.job.yaml.x1.tmp"
+    assert judge(130, "error: rerender interrupted\n", torn, finished, 0)[0] == "left tree/.ci_support/.job.yaml.x1.tmp"
     half = {"tree/.ci_support/job.yaml": "half-digest"}
-    assert judge(130, "error: interrupted\n", half, finished, 0)[0] == "left tree/.ci_support/job.yaml"
+    assert judge(130, "error: rerender interrupted\n", half, finished, 0)[0] == "left tree/.ci_support/job.yaml"
