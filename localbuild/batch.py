@@ -11,7 +11,8 @@ from . import engine as engines
 from common.atomic_files import atomic_path
 from .console import Console, format_duration
 from .errors import EXIT_BUILD_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_PREFLIGHT
-from .plan import BuildPlan, Options
+from .build_plan import BuildPlan
+from .options import Options
 from .runner import BuildInterrupted, Outcome, run_plan
 
 LOGS_ZIP = "build-logs-{stamp}.zip"   # in build_artifacts/; the stamp is the run's start time and pid

@@ -10,14 +10,16 @@ import time
 from pathlib import Path
 
 from . import engine as engines
-from .gpu_archs import check_arch_options_apply, check_gpu_tests_apply
 from . import rattler
+from .build_plan import MARKER_PREFIX
 from .configs import CiConfig, config_names, load_config
 from .console import Console
 from .errors import EXIT_USAGE, LocalBuildError
-from .request import BuildRequest, request_from_arguments
+from .gpu_archs import check_arch_options_apply, check_gpu_tests_apply
+from .options import Options, default_cpu_count
 from .ownership import hand_back, host_user_id
-from .plan import MARKER_PREFIX, Options, default_cpu_count, make_plan
+from .plan import make_plan
+from .request import BuildRequest, request_from_arguments
 from .selection import apply_filters, compile_filters, menu, select
 from .source_tarball import check_tarball
 from .tokens import UPLOAD_CREDENTIALS

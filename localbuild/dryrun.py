@@ -14,7 +14,8 @@ from typing import Callable
 from . import engine as engines
 from .batch import LOGS_ZIP, BatchOptions, will_run
 from .location import location_of
-from .plan import BuildPlan, Options
+from .build_plan import BuildPlan
+from .options import Options
 from .preflight import free_gb
 
 RenderFn = Callable[[Path, str, dict], list]

@@ -13,8 +13,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
+from typing import TYPE_CHECKING
 
 from . import ci_yaml
 from .configs import CiConfig
@@ -22,91 +21,6 @@ from .errors import EXIT_USAGE, LocalBuildError
 
 if TYPE_CHECKING:
     from .request import BuildRequest
-
-_CUDA_ARCH = re.compile(r"^\d+\.\d+[af]?(\+PTX)?$")
-_ROCM_ARCH = re.compile(r"^gfx[0-9a-f]+(:(xnack|sramecc)[+-])*$")
-_DEV_TAG = re.compile(r"^[A-Za-z0-9]{1,32}$")
-COMPILE_CACHE_SCHEMES = ("redis", "http")
-# more parallel compiles than any one machine runs: a bigger number is a typo (ninja takes an int)
-MAX_JOBS = 1024
-COMPILE_CACHE_PASSWORD = "FEEDSTOCK_COMPILE_CACHE_PASSWORD"
-
-
-def parse_compile_cache(value: str) -> str:
-    """--compile-cache: a redis:// or http:// URL without credentials, or a folder (resolved)."""
-    if "://" not in value:
-        folder = Path(value).expanduser().resolve()
-        if folder.exists() and not folder.is_dir():
-            raise LocalBuildError(f"--compile-cache {value}: that is a file; give a folder (made if "
-                                  "missing) or a redis:// or http:// URL", EXIT_USAGE)
-        return str(folder)
-    parts = urlsplit(value)
-    if parts.scheme not in COMPILE_CACHE_SCHEMES:
-        raise LocalBuildError(f"--compile-cache {parts.scheme}://...: use redis://host:port, "
-                              "http://host/path or a folder", EXIT_USAGE)
-    if parts.username or parts.password:
-        raise LocalBuildError(f"--compile-cache: the URL carries credentials; remove them and set "
-                              f"{COMPILE_CACHE_PASSWORD} in the environment (passed by name)",
-                              EXIT_USAGE)
-    if not parts.hostname:
-        raise LocalBuildError(f"--compile-cache {value!r}: the URL names no host", EXIT_USAGE)
-    return value
-
-
-def _shown_number(value: int) -> str:
-    text = str(value)
-    return text if len(text) <= 12 else f"{text[:6]}... ({len(text)} digits)"
-
-
-def validated_overrides(pythons: list[str] | None, cuda_arch: str | None, rocm_arch: str | None,
-                        jobs: int | None, ccache: str | None, dev_tag: str | None,
-                        compile_cache: str | None = None,
-                        compile_cache_read_only: bool = False,
-                        heavy_jobs: int | None = None) -> dict[str, Any]:
-    """The overrides' fields of the build request (localbuild.request.BuildRequest), from the
-    command-line values; bad input raises LocalBuildError (exit 2)."""
-    wanted_pythons: list[str] = []
-    for value in pythons or []:
-        for part in re.split(r"[,\s]+", value.strip()):
-            if not part:
-                continue
-            if not re.fullmatch(r"3\.\d+t?", part):
-                raise LocalBuildError(f"--python {part!r}: give versions like 3.12 (or 3.13t)",
-                                      EXIT_USAGE)
-            if part not in wanted_pythons:
-                wanted_pythons.append(part)
-    if jobs is not None and not 1 <= jobs <= MAX_JOBS:
-        raise LocalBuildError(f"--jobs {_shown_number(jobs)}: give 1 to {MAX_JOBS} parallel compiles "
-                              "(leave it out to size it from cores and memory)", EXIT_USAGE)
-    if heavy_jobs is not None and not 1 <= heavy_jobs <= MAX_JOBS:
-        raise LocalBuildError(f"--heavy-jobs {_shown_number(heavy_jobs)}: the heavy targets' job pool "
-                              f"needs 1 to {MAX_JOBS} (leave it out to size the pool from memory)", EXIT_USAGE)
-    if dev_tag is not None and not _DEV_TAG.match(dev_tag):
-        raise LocalBuildError(f"--dev-tag {dev_tag!r}: use 1-32 letters or digits "
-                              "(it becomes part of the build string)", EXIT_USAGE)
-    if ccache and compile_cache:
-        raise LocalBuildError("--ccache DIR is the older spelling of --compile-cache DIR; give "
-                              "one of them", EXIT_USAGE)
-    cache = parse_compile_cache(compile_cache or ccache) if (compile_cache or ccache) else None
-    if compile_cache_read_only and cache is None:
-        raise LocalBuildError("--compile-cache-read-only needs --compile-cache", EXIT_USAGE)
-    return dict(
-        pythons=tuple(wanted_pythons),
-        cuda_arch=_arch_list("--cuda-arch", cuda_arch, _CUDA_ARCH, "9.0 or 8.0;9.0+PTX"),
-        rocm_arch=_arch_list("--rocm-arch", rocm_arch, _ROCM_ARCH, "gfx90a or gfx90a;gfx942"),
-        jobs=jobs, heavy_jobs=heavy_jobs, compile_cache=cache, compile_cache_read_only=compile_cache_read_only,
-        dev_tag=dev_tag)
-
-
-def _arch_list(flag: str, value: str | None, pattern: re.Pattern[str], example: str) -> str | None:
-    if value is None:
-        return None
-    parts = [part for part in re.split(r"[;,\s]+", value.strip()) if part]
-    bad = [part for part in parts if not pattern.match(part)]
-    if not parts or bad:
-        raise LocalBuildError(f"{flag} {value!r}: give architectures like {example}", EXIT_USAGE)
-    return ";".join(parts)
-
 
 def python_subset(request: "BuildRequest", config: CiConfig) -> tuple[list[int] | None, str | None]:
     """(the indices of the config's Pythons to keep, None for all of them; why the config

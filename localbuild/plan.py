@@ -1,84 +1,22 @@
-"""One build plan per selected config: its build location, command, environment, marker and log paths.
-
-Plans are pure data: --dry-run prints them, the batch runner executes them.
-"""
+"""make_plan: one config's build plan (localbuild/build_plan.py) from the run's options: its
+build location, command, environment, marker and log paths."""
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import engine as engines
 from . import rattler
-from .configs import CiConfig, host_platform
+from .build_plan import MARKER_PREFIX, BuildPlan
+from .configs import CiConfig
 from .errors import EXIT_USAGE, LocalBuildError
 from .gpu_archs import gpu_arch_list
 from .location import choose as choose_location, location_of
 from .location.native import native_build_tool
 from .ownership import host_user_id
 from .overrides import derived_config_text, dev_tag, override_environment, python_subset
-from .request import BuildRequest
-from .source_tarball import (RecipeSource, conda_build_cache_name, derived_recipe_text,
-                             read_recipe_source, recipe_file)
+from .options import ARTIFACTS, Options
+from .source_tarball import conda_build_cache_name, derived_recipe_text, read_recipe_source, recipe_file
 from .tokens import CACHE_CREDENTIALS, UPLOAD_TOKENS, without_secrets
-
-ARTIFACTS = "build_artifacts"
-MARKER_PREFIX = "conda-forge-build-done-"
-
-
-@dataclass(frozen=True)
-class Options:
-    """Everything that shapes the plans: the user's build request, and what this machine (or a
-    Slurm task) decides for itself from its own environment and role."""
-
-    feedstock_root: Path
-    request: BuildRequest = BuildRequest()
-    debug: bool = False
-    cpu_count: str = "1"
-    ci: str = ""
-    extra_run_args: tuple[str, ...] = ()
-    stdin_is_tty: bool = False
-    stamp: str = "0"
-    host: str = field(default_factory=host_platform)
-    index: str = "after-build"         # "skip": a Slurm array task; "only": the array's final job
-    task_output: str | None = None     # a Slurm task's own output folder, relative to build_artifacts/
-
-    @property
-    def artifacts(self) -> Path:
-        return self.feedstock_root / ARTIFACTS
-
-
-@dataclass
-class BuildPlan:
-    config: CiConfig
-    location: str                      # where it builds: "container" | "apptainer" | "native" | "" (skipped)
-    skip_reason: str | None            # why this machine does not build it (None: it does)
-    marker: Path
-    log: Path
-    dev_tag: str | None = None
-    image: str | None = None
-    command: list[str] = field(default_factory=list)
-    env: dict[str, str] = field(default_factory=dict)          # passed with values
-    passed_by_name: list[str] = field(default_factory=list)    # secrets: name only, value from env
-    container: str | None = None
-    mounts: list[str] = field(default_factory=list)
-    derived_config: Path | None = None
-    derived_text: str | None = None
-    interactive: bool = False
-    test_only: bool = False            # test packages already built; no build, no marker
-    tool_command: list[str] = field(default_factory=list)     # rattler-build's own command line
-    gpu_archs: str | None = None       # the arch list the build compiles for (None: CPU)
-    tool: str = ""                     # conda-build | rattler-build ("" when skipped)
-    source: RecipeSource | None = None  # with --source-tarball: the recipe's url and sha256
-    source_path: str | None = None     # where the build reads the tarball (SOURCE_TARBALL)
-    source_link: Path | None = None    # --native: a link named as the url's file, to the tarball
-    derived_recipe: Path | None = None  # rattler-build: recipe/ copied with a file:// url
-    derived_recipe_text: str | None = None  # that copy's recipe.yaml
-    keep_python_indices: list[int] | None = None  # --python: the config's Pythons kept (None: all)
-
-    @property
-    def name(self) -> str:
-        return self.config.name
 
 
 def make_plan(config: CiConfig, options: Options, environ: dict[str, str]) -> BuildPlan:
@@ -221,14 +159,3 @@ def process_environment(plan: BuildPlan, environ: dict[str, str]) -> dict[str, s
     location_of(plan).process_environment(plan, environ, env)
     env.setdefault("PYTHONUNBUFFERED", "1")
     return env
-
-
-def default_cpu_count(environ: dict[str, str]) -> str:
-    return environ.get("CPU_COUNT") or str(usable_cores())
-
-
-def usable_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1

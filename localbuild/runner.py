@@ -17,7 +17,9 @@ from common.atomic_files import write_atomically
 from .console import Console, format_duration
 from .log_scan import last_reason, log_mentions
 from .location import location_of
-from .plan import BuildPlan, Options, process_environment
+from .build_plan import BuildPlan
+from .options import Options
+from .plan import process_environment
 from .source_tarball import download_failure_detail, link_tarball, recipe_file, write_recipe_copy
 
 STEP_PREFIX = b"::build-locally-step::"

@@ -22,7 +22,8 @@ from .native import NativeLocation
 if TYPE_CHECKING:
     from ..engine import Engine
     from ..configs import CiConfig
-    from ..plan import BuildPlan, Options
+    from ..build_plan import BuildPlan
+    from ..options import Options
 
 
 class BuildLocation(Protocol):

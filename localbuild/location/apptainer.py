@@ -22,7 +22,8 @@ from .mounts import container_mounts, container_script
 
 if TYPE_CHECKING:
     from ..engine import Engine
-    from ..plan import BuildPlan, Options
+    from ..build_plan import BuildPlan
+    from ..options import Options
 
 NAMES = ("apptainer", "singularity")
 ENV_PREFIX = "APPTAINERENV_"
@@ -34,18 +35,6 @@ def is_apptainer(executable: str) -> bool:
 
 def image_reference(docker_image: str, sif: str | None) -> str:
     return sif if sif else f"docker://{docker_image}"
-
-
-def parse_sif(value: str | None) -> str | None:
-    """--apptainer-image: an existing local .sif file (made absolute)."""
-    if value is None:
-        return None
-    path = Path(value).expanduser().resolve()
-    if not path.is_file():
-        raise LocalBuildError(f"--apptainer-image {value}: no such file; give a SIF built with "
-                              "`apptainer build IMAGE.sif docker://<the config's image>`",
-                              EXIT_USAGE)
-    return str(path)
 
 
 def bind_argument(host: Path, target: str, read_only: bool = False) -> str:

@@ -12,7 +12,8 @@ from .mounts import container_mounts, container_script
 
 if TYPE_CHECKING:
     from ..engine import Engine
-    from ..plan import BuildPlan, Options
+    from ..build_plan import BuildPlan
+    from ..options import Options
 
 
 class ContainerLocation:

@@ -8,7 +8,8 @@ from .. import engine as engines
 from ..channels import local_folders
 
 if TYPE_CHECKING:
-    from ..plan import BuildPlan, Options
+    from ..build_plan import BuildPlan
+    from ..options import Options
 
 BUILD_SCRIPT = "localbuild/in_container/build_steps.sh"
 

@@ -2,8 +2,10 @@
 of its own: localbuild/rattler.py), runs build_steps.sh on the feedstock where it lies."""
 from __future__ import annotations
 
+import re
 import shutil
 import signal
+import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,7 +17,8 @@ from .mounts import BUILD_SCRIPT
 
 if TYPE_CHECKING:
     from ..engine import Engine
-    from ..plan import BuildPlan, Options
+    from ..build_plan import BuildPlan
+    from ..options import Options
 
 
 
@@ -69,8 +72,6 @@ def native_build_tool(feedstock_root: Path) -> str | None:
 
 
 def check_native_tool(feedstock_root: Path) -> str:
-    from ..preflight import MIN_CONDA_BUILD_TEXT, check_conda_build_version
-
     tool = native_build_tool(feedstock_root)
     if tool is None:
         raise LocalBuildError(
@@ -80,3 +81,45 @@ def check_native_tool(feedstock_root: Path) -> str:
     if tool == "conda-build":
         check_conda_build_version()
     return tool
+
+
+# conda-build checks the pins between outputs of one recipe; before 25.3 it compares build
+# strings literally, so our glob pins (`pytorch <v> <tag>_*_<n>`, `libtorch-cuda-linalg <v>
+# <gpu>_*_<blas>_*`) fail with "Mismatching hashes in recipe" (recipe/README.md, "Builder
+# versions"). localbuild/in_container/build_steps.sh installs the same minimum in containers.
+MIN_CONDA_BUILD = (25, 3)
+MIN_CONDA_BUILD_TEXT = ".".join(map(str, MIN_CONDA_BUILD))
+_CONDA_BUILD_VERSION = re.compile(r"conda-build\s+(\d+)\.(\d+)(?:\.(\d+))?")
+
+
+def parse_conda_build_version(output: str) -> tuple[int, ...] | None:
+    """(major, minor[, patch]) from `conda-build --version` output ("conda-build 25.3.2")."""
+    match = _CONDA_BUILD_VERSION.search(output)
+    if match is None:
+        return None
+    return tuple(int(part) for part in match.groups() if part is not None)
+
+
+def check_conda_build_version(executable: str = "conda-build") -> tuple[int, ...]:
+    """Refuse a conda-build that cannot finalize the recipe (older than MIN_CONDA_BUILD)."""
+    found = shutil.which(executable) or executable
+    fix = (f'update it (`conda install -n base "conda-build>={MIN_CONDA_BUILD_TEXT}"`) or drop '
+           "--native to build in a container")
+    try:
+        proc = subprocess.run([found, "--version"], capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise LocalBuildError(f"could not run `{found} --version` ({err}); {fix}",
+                              EXIT_PREFLIGHT) from None
+    output = (proc.stdout + proc.stderr).strip()
+    version = parse_conda_build_version(output)
+    if proc.returncode != 0 or version is None:
+        shown = output.splitlines()[-1] if output else "no output"
+        raise LocalBuildError(f"could not read the version of {found} (`--version` exit "
+                              f"{proc.returncode}: {shown!r}); --native needs conda-build >= "
+                              f"{MIN_CONDA_BUILD_TEXT}; {fix}", EXIT_PREFLIGHT)
+    if version < MIN_CONDA_BUILD:
+        raise LocalBuildError(
+            f"{found} is conda-build {'.'.join(map(str, version))}, but this recipe needs "
+            f">= {MIN_CONDA_BUILD_TEXT} (older versions reject its build-string glob pins with "
+            f"\"Mismatching hashes in recipe\"); {fix}", EXIT_PREFLIGHT)
+    return version

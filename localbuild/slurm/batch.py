@@ -21,7 +21,9 @@ from . import client as slurm_client
 from ..batch import Row, summary_table, will_run
 from ..console import Console, format_duration
 from ..errors import EXIT_BUILD_FAILED, EXIT_INTERRUPTED, EXIT_OK, LocalBuildError
-from ..plan import BuildPlan, Options, make_plan
+from ..build_plan import BuildPlan
+from ..options import Options
+from ..plan import make_plan
 from common.atomic_files import write_atomically
 from .options import SlurmOptions
 from .script import Submission, array_script_text, final_script_text

@@ -431,7 +431,7 @@ def test_zip_logs_that_cannot_be_written_is_a_warning(tmp_path):
 
     from localbuild.batch import _zip_logs
     from localbuild.console import Console
-    from localbuild.plan import Options
+    from localbuild.options import Options
 
     root = tmp_path / "feedstock"
     root.mkdir()

@@ -13,7 +13,7 @@ import yaml
 from tests.support.build_locally import (FAKE_CONDA, fake_conda_packages, install_fake_conda, make_feedstock,
                                          read_jsonl)
 from localbuild.configs import host_platform
-from localbuild.preflight import MIN_CONDA_BUILD_TEXT
+from localbuild.location.native import MIN_CONDA_BUILD_TEXT
 
 CPU_MKL = "linux_64_blas_implmklcuda_compiler_versionNone"
 
