@@ -23,3 +23,11 @@ def close_names(wrong: str, choices: list[str], limit: int = 3) -> list[str]:
     if not found:
         found = [c for c in choices if wrong.lower() in c.lower()]
     return found[:limit]
+
+
+def did_you_mean(wrong: str, choices: list[str], limit: int = 1) -> str | None:
+    """The one phrase: `did you mean A?` (or `did you mean A, B?` with a larger limit) for the
+    closest choices, a name that differs only in case first; None when nothing is close."""
+    same_but_case = [c for c in choices if c.lower() == wrong.lower() and c != wrong]
+    close = list(dict.fromkeys(same_but_case + close_names(wrong, choices, limit)))[:limit]
+    return f"did you mean {', '.join(close)}?" if close else None

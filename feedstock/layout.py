@@ -10,7 +10,7 @@ from .errors import FeedstockError
 from .forge_config_schema import check_shapes
 from .text_input import read_yaml
 from .platforms import KNOWN_SUBDIRS, Platform
-from common.suggest import close_names
+from common.suggest import did_you_mean as suggestion
 
 # conda-smithy renders these unless conda-forge.yml says otherwise; others need a provider entry
 DEFAULT_PLATFORMS = ("linux_64", "osx_64", "win_64")
@@ -43,11 +43,10 @@ def did_you_mean(wrong: str, known: Iterable[str], listed: str | None = None) ->
     """'did you mean X?' with the closest known name (then `listed`, if given), else `listed`
     or every known name."""
     known = list(known)
-    same_but_case = [k for k in known if k.lower() == wrong.lower()]
-    close = (same_but_case or close_names(wrong, known))[:1]
-    if not close:
+    phrase = suggestion(wrong, known)
+    if phrase is None:
         return listed or f"known: {', '.join(known)}"
-    return f"did you mean {close[0]}?" + (f" ({listed})" if listed else "")
+    return phrase + (f" ({listed})" if listed else "")
 
 
 def provider_enabled(platform: str, value: object) -> bool:

@@ -5,7 +5,7 @@ import re
 from typing import Callable, TextIO
 
 from .errors import EXIT_INTERRUPTED, EXIT_USAGE, LocalBuildError
-from common.suggest import close_names
+from common.suggest import did_you_mean
 
 
 def compile_filters(patterns: list[str]) -> list[re.Pattern[str]]:
@@ -34,9 +34,7 @@ def select(names: list[str], wanted: list[str], use_all: bool, filter_patterns: 
         for name in wanted:
             name = _strip_config_path(name)
             if name not in names:
-                matches = close_names(name, names)
-                hint = (f"did you mean {', '.join(matches)}?" if matches
-                        else f"{len(names)} configs exist, see --list")
+                hint = did_you_mean(name, names, limit=3) or f"{len(names)} configs exist, see --list"
                 raise LocalBuildError(f"config '{name}' not found in .ci_support/; {hint}",
                                       EXIT_USAGE)
             if name not in chosen:

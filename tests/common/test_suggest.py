@@ -19,3 +19,12 @@ def test_a_typo_is_found_by_similarity():
 def test_case_only_differences_are_found_last_and_nothing_for_nonsense():
     assert close_names("OSX", JOBS) == ["osx_arm64_"]
     assert close_names("zzzz", JOBS) == [] and close_names("", JOBS) == []
+
+
+def test_the_one_phrase():
+    from common.suggest import did_you_mean
+
+    assert did_you_mean("einop", ["einops", "torchvision"]) == "did you mean einops?"
+    assert did_you_mean("Cuda", ["cuda", "rocm"]) == "did you mean cuda?"
+    assert did_you_mean("linux_6", ["linux_64_a", "linux_64_b", "osx_64"], limit=3) == "did you mean linux_64_a, linux_64_b?"
+    assert did_you_mean("zzz", ["einops"]) is None

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ...errors import FeedstockError
 from common.errors import EXIT_ENVIRONMENT, EXIT_FAILED, EXIT_USAGE
-from common.suggest import close_names
+from common.suggest import did_you_mean
 from . import conda_package, pip_wheel
 from ...dependents_catalog import Dependent, load_catalog, dependents_test_dir
 from .channel import TorchBuild, first_for, indexed_view, matching, torch_builds
@@ -168,8 +168,8 @@ def select(dependents: list[Dependent], names: list[str]) -> list[Dependent]:
     known = {d.name: d for d in dependents}
     unknown = [n for n in names if n not in known]
     if unknown:
-        close = close_names(unknown[0], list(known), limit=1)
-        hint = f"did you mean {close[0]}? " if close else ""
+        phrase = did_you_mean(unknown[0], list(known))
+        hint = f"{phrase} " if phrase else ""
         more = f" (and {', '.join(map(repr, unknown[1:]))})" if unknown[1:] else ""
         raise FeedstockError(f"unknown dependent {unknown[0]!r}{more}; {hint}known: {', '.join(known)} "
                              "(recipe/dependents.yaml)", exit_code=EXIT_BAD_INPUT)

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from common.suggest import close_names
+from common.suggest import did_you_mean
 
 from ...errors import FeedstockError
 from ...text_input import read_text
@@ -149,7 +149,6 @@ def check_names_in_links(pips: PipPlan, links: Path, installed: set[str]) -> Non
         name = _canonical(match.group(1))
         if name in have:
             continue
-        close = close_names(name, sorted(found))
         raise FeedstockError(f"{line.where}: {line.text!r}: --find-links {links} has no wheel or sdist of "
                              f"{match.group(1)}, nor does the conda environment; "
-                             + (f"did you mean {close[0]}?" if close else "put its wheel or sdist there"))
+                             + (did_you_mean(name, sorted(found)) or "put its wheel or sdist there"))

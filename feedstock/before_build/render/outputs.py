@@ -24,7 +24,7 @@ from ...errors import FeedstockError
 from ...text_input import load_yaml, read_text
 from ...layout import Feedstock, load_feedstock
 from ...platforms import Platform
-from common.suggest import close_names
+from common.suggest import did_you_mean
 from .jinja_functions import DEFERRED_PINS, resolve_pin_tokens
 from .matrix import explode
 from .recipe_render import HASH_PLACEHOLDER, read_recipe, render_recipe_text
@@ -121,8 +121,7 @@ def ci_config_path(feedstock: Feedstock, config_name: str) -> Path:
     known = sorted(p.stem for p in feedstock.ci_support.glob("*.yaml"))
     if not known:
         raise FeedstockError(f"config '{name}' not found: .ci_support/ is empty; run: python -m feedstock rerender")
-    close = close_names(name, known)
-    hint = f"did you mean {', '.join(close)}?" if close else f"known configs: {', '.join(known)}"
+    hint = did_you_mean(name, known, limit=3) or f"known configs: {', '.join(known)}"
     raise FeedstockError(f"config '{name}' not found; {hint}")
 
 

@@ -15,7 +15,7 @@ import jinja2
 
 from ...errors import FeedstockError
 from ...platforms import Platform, environ_with, selector_namespace
-from common.suggest import close_names
+from common.suggest import did_you_mean
 from ...text_input import load_yaml, read_text
 from .jinja_functions import make_functions
 from .selectors import select_lines
@@ -105,8 +105,7 @@ def render_recipe_text(raw: str, platform: Platform, variant: Mapping[str, Any],
                              "package: and outputs: (is the file empty?)")
     unknown = sorted(str(key) for key in top if key not in RECIPE_SECTIONS)
     if unknown:
-        close = close_names(unknown[0], sorted(RECIPE_SECTIONS))
-        hint = f"did you mean {close[0]}?" if close else f"known: {', '.join(sorted(RECIPE_SECTIONS))}"
+        hint = did_you_mean(unknown[0], sorted(RECIPE_SECTIONS)) or f"known: {', '.join(sorted(RECIPE_SECTIONS))}"
         raise FeedstockError(f"recipe/meta.yaml: unknown section '{unknown[0]}' ({hint}); conda-build "
                              "refuses sections it does not know")
     listed = top.get("outputs") or []

@@ -13,7 +13,7 @@ from pathlib import Path
 from ...errors import FeedstockError
 from ...layout import Feedstock
 from ...platforms import known_selector_names
-from common.suggest import close_names
+from common.suggest import did_you_mean
 from ...text_input import read_text
 from .selectors import check_selector, selector_names, split_selectors
 
@@ -55,8 +55,8 @@ def check_selectors(feedstock: Feedstock, variant_keys: set[str], style: bool = 
                 continue
             unknown = sorted(selector_names(line.selector) - known)
             if unknown:
-                hints = [f"{name} (did you mean {' or '.join(close)}?)" if close else name
-                         for name in unknown for close in [close_names(name, sorted(known), 2)]]
+                hints = [f"{name} ({phrase})" if phrase else name
+                         for name in unknown for phrase in [did_you_mean(name, sorted(known), 2)]]
                 findings.append(f"{where}: selector [{line.selector}] uses unknown name(s) "
                                 f"{', '.join(hints)} (always False, so the line is dropped); "
                                 "use a platform name or a variant key")
