@@ -17,22 +17,22 @@ from .before_build.maintain import cli as maintainer_cli
 DESCRIPTION = """\
 Maintainer tools for this feedstock. The data flow is:
   recipe/conda_build_config.yaml + pinning file  ->  variant matrix per platform
-  ->  .ci_support/<job>.yaml (rerender)  ->  rendered outputs of one job (render)
+  ->  .ci_support/<config>.yaml (rerender)  ->  rendered outputs of one config (render)
 Run from the feedstock root (or pass --feedstock-root) with the test environment's python.
 """
 
 RERENDER_HELP = """\
 Regenerate .ci_support/ from recipe/meta.yaml, recipe/conda_build_config.yaml and the pinning
-file, as conda-smithy rerender does: one file per CI job, named after the keys that differ.
-Also writes the GitHub Actions workflow .github/workflows/build.yml (one build per job):
+file, as conda-smithy rerender does: one config per CI build, named after the keys that differ.
+Also writes the GitHub Actions workflow .github/workflows/build.yml (one build per config):
 runner labels per platform and GPU test runners from ci-runners.yml, the timeout and
 self_hosted from conda-forge.yml's github_actions:. Unknown keys in ci-runners.yml or under
 github_actions:, and unknown provider: platforms or CI services, are errors.
-Nothing is written unless every job could be computed; stale job files are removed last.
+Nothing is written unless every config could be computed; stale configs are removed last.
 With --check, write nothing: exit 1 and name every stale, missing or extra file."""
 
 RENDER_HELP = """\
-Render recipe/meta.yaml for one .ci_support job and print each output: name, version,
+Render recipe/meta.yaml for one .ci_support config and print each output: name, version,
 build string, build number, requirements by section, run_exports and tests.
 The build string hash is h + the first 7 hex digits of sha1 over the JSON of the variant
 values the output uses (conda-build's recipe), so it changes whenever the variant does.
@@ -51,9 +51,9 @@ Prints one line per finding; exit 1 if any."""
 
 PARITY_HELP = """\
 Render recipe/meta.yaml (our renderer) and recipe/recipe.yaml (rattler-build's renderer, from
-py-rattler-build) for every .ci_support job and compare each output: name, version, build
+py-rattler-build) for every .ci_support config and compare each output: name, version, build
 number, build string without its hash, requirements per section, run_exports, run_constraints,
-de-prioritisation and tests. Then, on every platform conda knows (with or without a job), which
+de-prioritisation and tests. Then, on every platform conda knows (with or without a config), which
 outputs each recipe builds and which it skips, variant by variant. One line per difference
 (`parity: pytorch on osx-arm64: meta.yaml skips it, recipe.yaml builds it`), exit 1 if any;
 the last line is `parity: N configs, M outputs: E equal, D differ; skips on P platforms: S
@@ -158,14 +158,14 @@ def _parser() -> argparse.ArgumentParser:
     rerender = sub.add_parser("rerender", help="regenerate .ci_support/ (or --check it)",
                               description=RERENDER_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     rerender.add_argument("--check", action="store_true", help="write nothing; exit 1 if .ci_support/ or the workflow is out of date")
-    render = sub.add_parser("render", help="render the recipe for one .ci_support job",
+    render = sub.add_parser("render", help="render the recipe for one .ci_support config",
                             description=RENDER_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
-    render.add_argument("config", help="job name (file name in .ci_support/ with or without .yaml)")
+    render.add_argument("config", help="config name (file name in .ci_support/ with or without .yaml)")
     render.add_argument("--json", action="store_true", help="print JSON (a list of outputs) instead of text")
     sub.add_parser("lint", help="check the recipe, patches, zip_keys, tests and .ci_support/",
                    description=LINT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     maintainer_cli.add_parsers(sub)
-    sub.add_parser("parity", help="compare meta.yaml and recipe.yaml output by output, for every job",
+    sub.add_parser("parity", help="compare meta.yaml and recipe.yaml output by output, for every config",
                    description=PARITY_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     downstream_cli.add_parser(sub)
     _add_image_parser(sub)
@@ -197,7 +197,7 @@ def _cmd_rerender(root: Path, check_only: bool) -> int:
         print(f"removed  {path} (left by an interrupted rerender)")
     for path, state in drift.other.items():
         print(f"{'new' if state == 'missing' else 'changed':<8} {path}")
-    print(f"rerender: {len(jobs)} job files in .ci_support/ ({len(drift.stale) + len(drift.missing)} written, "
+    print(f"rerender: {len(jobs)} configs in .ci_support/ ({len(drift.stale) + len(drift.missing)} written, "
           f"{len(drift.extra)} removed, {time.perf_counter() - start:.2f}s)")
     return 0
 

@@ -132,7 +132,7 @@ def load_ci_config(path: Path) -> dict[str, Any]:
     except FeedstockError as err:
         raise FeedstockError(f"{err}; or regenerate it: python -m feedstock rerender") from None
     if not isinstance(data, dict) or "target_platform" not in data:
-        raise FeedstockError(f"{path.name} has no target_platform; it is not a .ci_support job file")
+        raise FeedstockError(f"{path.name} has no target_platform; it is not a .ci_support config")
     platforms = data["target_platform"]
     if not (isinstance(platforms, list) and len(platforms) == 1 and Platform(str(platforms[0])).is_known):
         raise FeedstockError(f"{path.name}: target_platform must be a one-item list of a conda platform "

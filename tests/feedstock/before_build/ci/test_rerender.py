@@ -296,6 +296,11 @@ def test_rerender_is_all_or_nothing_under_ctrl_c(feedstock_copy, tmp_path):
         _, err = proc.communicate(timeout=120)
         state = _generated(feedstock_copy)
         assert state in (old, new), f"mixed tree after SIGINT at {delay}s (exit {proc.returncode})"
+        # on a loaded machine the earliest SIGINT can land while CPython itself starts (site or
+        # runpy not imported yet): its own traceback, before any code of ours, with nothing written
+        if "Could not import runpy module" in err or "init_import_site" in err:
+            assert state == old, err
+            continue
         assert "Traceback" not in err, err
         outcomes.append((proc.returncode, state == new))
         if state == new:  # start over from the old tree
