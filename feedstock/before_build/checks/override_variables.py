@@ -63,7 +63,8 @@ def _v1_findings(text: str, wanted: set[str], secrets: set[str], configuring: tu
     """The outputs whose step configures and compiles (the driver's CONFIGURING_STEPS) pass
     every override; the install-only steps read none."""
     findings: list[str] = []
-    for name, script in _build_scripts(load_yaml(text, "recipe/recipe.yaml", strings=True)):
+    scripts = list(_build_scripts(load_yaml(text, "recipe/recipe.yaml", strings=True)))
+    for name, script in scripts:
         if name not in configuring:
             continue
         env = script.get("env") if isinstance(script.get("env"), dict) else {}
@@ -73,7 +74,6 @@ def _v1_findings(text: str, wanted: set[str], secrets: set[str], configuring: tu
         findings += _differences(f"recipe/recipe.yaml: {name}'s build script", given, wanted)
         findings += [f"recipe/recipe.yaml: {name}'s build script renders {key} into its env; pass it "
                      "under secrets: (by name, never written into the package)" for key in sorted(passed & secrets)]
-    missing = [step for step in configuring
-               if step not in {name for name, _ in _build_scripts(load_yaml(text, "recipe/recipe.yaml", strings=True))}]
+    missing = [step for step in configuring if step not in {name for name, _ in scripts}]
     return findings + [f"recipe/recipe.yaml has no output {step} with a build script; the driver runs that step "
                        "(megabuild/steps.py)" for step in missing]
