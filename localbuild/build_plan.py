@@ -38,6 +38,7 @@ class BuildPlan:
     derived_recipe: Path | None = None  # rattler-build: recipe/ copied with a file:// url
     derived_recipe_text: str | None = None  # that copy's recipe.yaml
     keep_python_indices: list[int] | None = None  # --python: the config's Pythons kept (None: all)
+    develop_folder: Path | None = None  # --develop: build_artifacts/develop/<config>-<python>/
 
     @property
     def name(self) -> str:

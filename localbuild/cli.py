@@ -202,6 +202,18 @@ def build_parser() -> argparse.ArgumentParser:
                      help="use the compile cache's hits but store nothing (e.g. pull requests)")
     dev.add_argument("--ccache", metavar="DIR",
                      help="older spelling of --compile-cache DIR")
+    own = parser.add_argument_group(
+        "your own PyTorch (docs/building-locally.md, \"Building your own PyTorch\")")
+    own.add_argument("--develop", metavar="PATH",
+                     help="build your PyTorch checkout at PATH (2.14+, scikit-build-core) with CONFIG's "
+                          "environment (its pytorch output's build and host requirements, made once "
+                          "under build_artifacts/develop/<config>-<python>/) and the driver's settings "
+                          "for CONFIG; run it again after an edit: only what the edit touched "
+                          "recompiles, torch is installed into that environment. The checkout is "
+                          "not modified; one --python (default: the config's newest)")
+    own.add_argument("--shell", action="store_true",
+                     help="with --develop: open an interactive shell in that environment (in the "
+                          "container or natively), activated, with the variables the build uses")
     dev.add_argument("--debug", action="store_true",
                      help="set up the build environment of one config and open a shell in it "
                           "(conda debug)")
@@ -269,6 +281,10 @@ def _main(root: Path, args: argparse.Namespace, command_line: str) -> int:
     if args.debug and len(chosen) != 1:
         raise LocalBuildError(f"--debug works on one config; {len(chosen)} selected", EXIT_USAGE)
     options = _options(root, args, slurm is not None, interactive, environ)
+    if options.request.develop is not None:
+        from .develop_run import run_develop
+
+        return run_develop(config(chosen[0]), options, args, command_line, environ)
     backends = {config(name).gpu[0] for name in chosen}
     check_arch_options_apply(backends, args.cuda_arch, args.rocm_arch)
     check_gpu_tests_apply(backends, args.gpu_tests)
@@ -312,6 +328,9 @@ CONTRADICTIONS = (
 
 
 def _refuse_contradictions(args: argparse.Namespace) -> None:
+    from .develop import check_flags
+
+    check_flags(args)
     for applies, line in CONTRADICTIONS:
         if applies(args):
             raise LocalBuildError(line.format(engine=args.engine), EXIT_USAGE)

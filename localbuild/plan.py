@@ -8,6 +8,7 @@ from . import engine as engines
 from . import rattler
 from .build_plan import MARKER_PREFIX, BuildPlan
 from .configs import CiConfig
+from .develop import DONE_MARKER as DEVELOP_DONE, LOG_NAME as DEVELOP_LOG, develop_folder
 from .errors import EXIT_USAGE, LocalBuildError
 from .gpu_archs import gpu_arch_list
 from .location import choose as choose_location, location_of
@@ -49,6 +50,8 @@ def make_plan(config: CiConfig, options: Options, environ: dict[str, str]) -> Bu
     env = _build_variables(plan, options, environ, config_file, inside_root, f"{config.name}{suffix}")
     env.update(overrides)
     _compile_cache_and_tokens(plan, options, environ, env, where.in_container)
+    if request.develop is not None:
+        _develop(plan, options, env)
     _tool_and_command(plan, options, environ, env, config_file, inside_root, f"{config.name}{suffix}")
     plan.env = env
     return plan
@@ -91,6 +94,20 @@ def _build_variables(plan: BuildPlan, options: Options, environ: dict[str, str],
     return env
 
 
+def _develop(plan: BuildPlan, options: Options, env: dict[str, str]) -> None:
+    """--develop: the develop folder, its marker and log, and what develop.py reads."""
+    request = options.request
+    python = request.pythons[0]
+    folder = develop_folder(options.artifacts, plan.name, python)
+    plan.develop_folder = folder
+    plan.marker, plan.log = folder / DEVELOP_DONE, folder / DEVELOP_LOG
+    plan.interactive = request.shell
+    env.update({"DEVELOP_SOURCE": str(request.develop), "DEVELOP_DIR": str(folder),
+                "DEVELOP_PYTHON": python, "DONE_MARKER": DEVELOP_DONE})
+    if request.shell:
+        env["DEVELOP_SHELL"] = "1"
+
+
 def _compile_cache_and_tokens(plan: BuildPlan, options: Options, environ: dict[str, str],
                               env: dict[str, str], in_container: bool) -> None:
     cache = options.request.compile_cache
@@ -127,6 +144,10 @@ def _tool_and_command(plan: BuildPlan, options: Options, environ: dict[str, str]
                                                   options.request.skip_tests)
     if where.in_container and options.request.tool:
         env["BUILD_TOOL"] = plan.tool
+    if options.request.develop is not None and not where.in_container and rattler.PYTHON_VARIABLE not in env:
+        python = rattler.native_python(root, environ)   # develop.py needs py-rattler, not the executable
+        if python:
+            env[rattler.PYTHON_VARIABLE] = python
     where.finish_plan(plan, options, env, recipe_root)
 
 

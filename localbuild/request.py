@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 from . import engine as engines
 from .channels import parse_channels
 from .errors import EXIT_USAGE, LocalBuildError
+from .develop import check_tree
 from .source_tarball import tarball_path
 
 
@@ -140,6 +141,9 @@ class BuildRequest:
     compile_cache: str | None = None        # a redis:// or http:// URL, or an absolute folder
     compile_cache_read_only: bool = False
     dev_tag: str | None = None              # explicit --dev-tag
+    # --develop PATH: the user's checkout (resolved), built in the config's develop environment
+    develop: Path | None = None
+    shell: bool = False                     # --shell: a shell in that environment instead
 
     @property
     def compile_cache_dir(self) -> Path | None:
@@ -151,7 +155,8 @@ class BuildRequest:
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         data.update(engine=self.engine.executable, channels=list(self.channels), pythons=list(self.pythons),
-                    source_tarball=str(self.source_tarball) if self.source_tarball else None)
+                    source_tarball=str(self.source_tarball) if self.source_tarball else None,
+                    develop=str(self.develop) if self.develop else None)
         return data
 
     @classmethod
@@ -166,7 +171,8 @@ class BuildRequest:
             values[field.name] = data[field.name]
         values.update(engine=engines.Engine(str(values["engine"])), channels=tuple(values["channels"]),
                       pythons=tuple(values["pythons"]),
-                      source_tarball=Path(values["source_tarball"]) if values["source_tarball"] else None)
+                      source_tarball=Path(values["source_tarball"]) if values["source_tarball"] else None,
+                      develop=Path(values["develop"]) if values["develop"] else None)
         return cls(**values)
 
 
@@ -180,8 +186,10 @@ def request_from_arguments(args: argparse.Namespace, environ: dict[str, str], sl
         engine=engines.resolve_engine(args.engine, environ),
         # HPC nodes have no Docker: a Slurm task builds natively unless an engine is named
         native=args.native or (slurm and not args.engine),
-        tool=args.tool, channels=parse_channels(args.channel),
+        # --develop makes its environment with rattler (localbuild/in_container/develop.py)
+        tool="rattler-build" if args.develop is not None else args.tool, channels=parse_channels(args.channel),
         source_tarball=tarball_path(args.source_tarball) if args.source_tarball is not None else None,
         apptainer_image=parse_sif(args.apptainer_image), emulate=args.emulate, skip_tests=args.skip_tests,
         test_only=args.test_only, gpu_tests=args.gpu_tests, upload=args.upload, output_id=args.output_id,
+        develop=check_tree(args.develop) if args.develop is not None else None, shell=args.shell,
         **overrides)

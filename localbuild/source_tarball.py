@@ -108,6 +108,11 @@ def _source_block(lines: list[str]) -> range:
     return range(start, end)
 
 
+def recipe_version(recipe: Path, label: str) -> str:
+    """The version the recipe builds (its `set version` or `context: version:`)."""
+    return _recipe_version(read_recipe_lines(recipe, label), label)
+
+
 def _recipe_version(lines: list[str], label: str) -> str:
     """``{% set version = "X" %}`` (meta.yaml) or ``context: version: X`` (recipe.yaml)."""
     for line in lines:

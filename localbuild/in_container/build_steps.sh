@@ -89,6 +89,16 @@ hand_back() {
 if [[ "${NATIVE}" != 1 ]]; then
     trap hand_back EXIT
 fi
+if [[ -n "${DEVELOP_SOURCE:-}" ]]; then
+    # --develop: the develop environment and the driver's develop step (or a shell), no package
+    step "develop ${DEVELOP_SOURCE}"
+    if [[ -z "${RATTLER_BUILD_PYTHON:-}" ]]; then
+        echo "build_steps.sh: error: --develop makes its environment with py-rattler-build and py-rattler, and this image names no Python with them (RATTLER_BUILD_PYTHON); build the image with devtools/stand_in_image.py or use --native" >&2
+        exit 3
+    fi
+    "${RATTLER_BUILD_PYTHON}" "${FEEDSTOCK_ROOT}/localbuild/in_container/develop.py"
+    exit 0
+fi
 channel_args=()
 IFS=',' read -r -a channels <<< "${CHANNEL_SOURCES:-conda-forge}"
 for channel in ${channels[@]+"${channels[@]}"}; do

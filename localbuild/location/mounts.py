@@ -25,6 +25,10 @@ def container_mounts(options: "Options", plan: "BuildPlan") -> list[tuple[Path, 
         mounts.append((folder, str(folder), True))
     if options.request.source_tarball is not None and plan.source_path is not None:
         mounts.append((options.request.source_tarball, plan.source_path, True))
+    if plan.develop_folder is not None and options.request.develop is not None:
+        # at the host's paths: CMake, the environment's prefix and the messages name one path
+        mounts += [(options.request.develop, str(options.request.develop), False),
+                   (plan.develop_folder, str(plan.develop_folder), False)]
     return mounts
 
 

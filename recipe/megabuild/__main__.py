@@ -11,7 +11,7 @@ from .steps import run_step
 
 def main() -> int:
     try:
-        run_step(BuildContext.from_environ(os.environ))
+        run_step(BuildContext.from_environ(os.environ), base=os.environ)
     except MegabuildError as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return 1

@@ -35,16 +35,22 @@ class BuildContext:
     python: Path  # interpreter for this step (PYTHON)
     variant: Mapping[str, str] = field(default_factory=dict)
     env: Mapping[str, str] = field(default_factory=dict)
+    # the front end's build folder when it is not the default inside the source tree (the
+    # develop step keeps it beside its environment, out of the user's checkout)
+    build_dir: Path | None = None
 
     @classmethod
     def create(cls, src_dir: Path, prefix: Path, python: Path, variant: Mapping[str, str],
-               base_environ: Mapping[str, str], stage_dir: Path | None = None) -> "BuildContext":
-        """A context whose env is computed from `variant` and `base_environ`."""
+               base_environ: Mapping[str, str], stage_dir: Path | None = None,
+               build_dir: Path | None = None, work_dir: Path | None = None) -> "BuildContext":
+        """A context whose env is computed from `variant` and `base_environ`; `work_dir` holds
+        the build's own files (job-pool include, temporary folder): the source tree by default."""
         src_dir = Path(src_dir)
         return cls(src_dir=src_dir, prefix=Path(prefix),
                    stage_dir=Path(stage_dir) if stage_dir else src_dir / STAGE_DIR_NAME,
                    python=Path(python), variant=_frozen(variant),
-                   env=_frozen(build_environment(variant, base_environ, src_dir=src_dir)))
+                   env=_frozen(build_environment(variant, base_environ, src_dir=Path(work_dir or src_dir))),
+                   build_dir=Path(build_dir) if build_dir else None)
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> "BuildContext":
@@ -54,7 +60,8 @@ class BuildContext:
             raise MegabuildError(f"{', '.join(missing)} not set; run the driver through "
                                  "conda-build (recipe/build.sh) or export them yourself")
         variant = {key: environ[key] for key in VARIANT_KEYS if key in environ}
-        stage = environ.get("MEGABUILD_STAGE_DIR")
+        stage, build, work = (environ.get(f"MEGABUILD_{name}_DIR") for name in ("STAGE", "BUILD", "WORK"))
         return cls.create(Path(environ["SRC_DIR"]), Path(environ["PREFIX"]),
                           Path(environ["PYTHON"]), variant, environ,
-                          Path(stage) if stage else None)
+                          Path(stage) if stage else None, Path(build) if build else None,
+                          Path(work) if work else None)

@@ -99,7 +99,7 @@ class ScikitBuildCoreFrontend:
     name = "scikit-build-core"
 
     def build_dir(self, ctx: BuildContext) -> Path:
-        return ctx.src_dir / BUILD_DIR_NAME
+        return ctx.build_dir or ctx.src_dir / BUILD_DIR_NAME
 
     def backend_dir(self, ctx: BuildContext) -> Path:
         """The folder put first on PYTHONPATH; holds the one scikit_build_core package."""

@@ -40,7 +40,7 @@ import os
 import shutil
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
 from . import compile_cache, log
 from .activation import write_activation_scripts
@@ -321,13 +321,16 @@ def build_pytorch(ctx: BuildContext, frontend: Frontend | None = None) -> None:
 
 
 STEPS = ("libtorch-split", "libtorch", "libtorch-cuda-linalg", "pytorch")
+# not a package's step: build-locally.py --develop builds a developer's checkout (develop.py)
+DEVELOP_STEP = "develop"
 # The steps whose front end runs CMake (run_split, build_pytorch): their host environment must
 # hold every package a USE_SYSTEM_* variable points CMake at (checked by `feedstock lint`).
 CONFIGURING_STEPS = ("libtorch-split", "pytorch")
 
 
-def run_step(ctx: BuildContext, frontend: Frontend | None = None) -> None:
-    """Run the step for ctx.variant["PKG_NAME"]."""
+def run_step(ctx: BuildContext, frontend: Frontend | None = None,
+             base: Mapping[str, str] | None = None) -> None:
+    """Run the step for ctx.variant["PKG_NAME"]; `base`: the environment the driver got."""
     name = ctx.variant.get("PKG_NAME", "")
     with log.step(f"{name or '?'} (megabuild driver)"), \
             compile_cache.step_statistics(ctx.env, name or "?"):
@@ -339,6 +342,10 @@ def run_step(ctx: BuildContext, frontend: Frontend | None = None) -> None:
             install_cuda_linalg(ctx)
         elif name == "pytorch":
             build_pytorch(ctx, frontend)
+        elif name == DEVELOP_STEP:
+            from .develop import run_develop
+
+            run_develop(ctx, base or {}, frontend)
         else:
             raise MegabuildError(f"PKG_NAME={name!r} has no megabuild step; expected one of "
                                  f"{', '.join(STEPS)}")

@@ -1,0 +1,173 @@
+"""build-locally.py CONFIG --native --develop PATH, for real: the develop environment solved and
+installed by py-rattler from the local toolchain channel (the pytorch output's build and host
+requirements for the cpu job), then the driver's develop step building a checkout of the
+PyTorch-shaped test project (its scikit-build-core form) with the channel's CMake and Ninja
+(PyPI's releases). An edit of one core file recompiles that one object, the installed torch
+shows it, and the checkout stays byte for byte as it was, but for the edit.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.podman import CPU, PYTHON, config_texts, podman_feedstock
+from tests.support.scratch import module_scratch
+from tests.support.terminal import in_a_terminal
+
+pytestmark = [pytest.mark.compile, pytest.mark.packages, pytest.mark.download]
+
+EDITED = "aten/Ops.cpp"
+ORIGINAL = "return MEGATEST_CALL_ALL_UNITS(seed); }"
+EDIT = "return MEGATEST_CALL_ALL_UNITS(seed) + 1000.0; }"
+
+
+def tree_state(root: Path) -> dict[str, tuple]:
+    """relative path -> (kind, mode, sha256 or link target) of everything under root."""
+    state: dict[str, tuple] = {}
+    for path in sorted(root.rglob("*")):
+        rel = str(path.relative_to(root))
+        info = path.lstat()
+        if path.is_symlink():
+            state[rel] = ("link", os.readlink(path))
+        elif path.is_dir():
+            state[rel] = ("dir", info.st_mode)
+        else:
+            state[rel] = ("file", info.st_mode, hashlib.sha256(path.read_bytes()).hexdigest())
+    return state
+
+
+class Rig:
+    def __init__(self, root: Path, checkout: Path, channel: Path, env: dict[str, str]) -> None:
+        self.root, self.checkout, self.channel, self.env = root, checkout, channel, env
+        self.folder = root / "build_artifacts" / "develop" / f"{CPU}-{PYTHON}"
+
+    def args(self, *extra: str) -> list[str]:
+        return [sys.executable, str(self.root / "build-locally.py"), CPU, "--native", "--develop",
+                str(self.checkout), "--channel", str(self.channel), "--min-free-gb", "2", *extra]
+
+    def run(self, *extra: str, timeout: float = 1200) -> subprocess.CompletedProcess:
+        return subprocess.run(self.args(*extra), cwd=self.root, env=self.env, capture_output=True,
+                              text=True, timeout=timeout)
+
+    def torch_value(self) -> float:
+        python = self.folder / "env" / "bin" / "python"
+        proc = subprocess.run([str(python), "-c", "import torch; print(torch._C.self_test())"],
+                              capture_output=True, text=True, timeout=120,
+                              env={"PATH": "/usr/bin:/bin", "LD_LIBRARY_PATH": str(self.folder / "env" / "lib")})
+        assert proc.returncode == 0, proc.stderr
+        return float(proc.stdout)
+
+
+def develop_checkout(dest: Path) -> Path:
+    """The test project's scikit-build-core form as a developer's checkout: its stand-in for
+    NNPACK's six download (a fatal error, the package build's guard) emptied, as a checkout
+    that builds offline has it; the develop step never edits the checkout itself."""
+    from tests.realbuild.feedstock_build import prepare_project_source
+
+    checkout = prepare_project_source(dest, "scikit-build-core")
+    (checkout / "third_party" / "NNPACK" / "cmake" / "DownloadSix.cmake").write_text("# six: offline\n")
+    return checkout
+
+
+def recompiled_line(out: str) -> str:
+    return next(line for line in out.splitlines() if "develop: recompiled" in line)
+
+
+@pytest.fixture(scope="module")
+def rig(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, realbuild_toolchain: dict):
+    from tests.realbuild.feedstock_build import prepare_project_source
+
+    work = module_scratch(request, tmp_path_factory, "develop")
+    root = podman_feedstock(work / "feedstock", prepare_project_source(work / "source"),
+                            {CPU: config_texts(realbuild_toolchain["versions"], work)[CPU]})
+    checkout = develop_checkout(work / "checkout")
+    env = dict(os.environ, RATTLER_BUILD_PYTHON=sys.executable, CPU_COUNT="2")
+    rig = Rig(root, checkout, realbuild_toolchain["toolchain"].channel, env)
+    rig.before = tree_state(checkout)
+    rig.first = rig.run()
+    return rig
+
+
+def test_the_first_run_makes_the_environment_and_builds_every_object(rig):
+    out = rig.first.stdout + rig.first.stderr
+    assert rig.first.returncode == 0, out[-4000:]
+    assert "environment: making" in out and "no environment yet" in out, out[-3000:]
+    count, total = recompiled_line(out).split("recompiled ")[1].split(" objects")[0].split(" of ")
+    assert int(count) == int(total) > 5, recompiled_line(out)
+    assert (rig.folder / "develop-done").is_file()
+    assert rig.torch_value() > 0
+
+
+def test_a_run_without_an_edit_reuses_the_environment_and_recompiles_nothing(rig):
+    assert rig.first.returncode == 0
+    proc = rig.run()
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    assert "is current" in out and "environment: making" not in out, out[-3000:]
+    assert " recompiled 0 of " in recompiled_line(out), recompiled_line(out)
+
+
+def test_an_edit_recompiles_that_object_and_the_installed_torch_shows_it(rig):
+    assert rig.first.returncode == 0
+    before = rig.torch_value()
+    edited = rig.checkout / EDITED
+    text = edited.read_text()
+    assert ORIGINAL in text
+    edited.write_text(text.replace(ORIGINAL, EDIT))
+    proc = rig.run()
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    line = recompiled_line(out)
+    assert " recompiled 1 of " in line and "Ops.cpp.o" in line, line
+    assert rig.torch_value() == pytest.approx(before + 1000.0)
+    # the checkout: byte for byte as it was, but for the edit (no build output, no __pycache__)
+    after = tree_state(rig.checkout)
+    changed = {path for path in set(rig.before) | set(after) if rig.before.get(path) != after.get(path)}
+    assert changed == {EDITED}, sorted(changed)[:20]
+
+
+def test_the_dry_run_shows_the_environment_compiler_include_order_and_cmake(rig):
+    assert rig.first.returncode == 0
+    proc = rig.run("--dry-run")
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    env = rig.folder / "env"
+    assert f"environment: {env}, made natively" in out, out
+    include = next(line for line in out.splitlines() if "include order:" in line)
+    order = include.split("include order: ", 1)[1].split(" -> ")
+    assert order[0] == str(env / "include") and any(p.startswith("/usr/include") for p in order[1:]), include
+    assert "cmake:" in out and "cmake version 4." in out, out
+    assert f"LD_LIBRARY_PATH={env / 'lib'}" in out
+
+
+def test_the_shell_is_the_build_environment_with_a_rebuild_line(rig):
+    assert rig.first.returncode == 0
+    command = shlex.join(rig.args("--shell"))
+    typed = ('echo "CXXFLAGS=$CXXFLAGS"; echo "LD=$LD_LIBRARY_PATH"; '
+             # from another folder: in the checkout, its own torch/ would shadow the installed one
+             'cd / && python -c "import torch; print(\'value\', torch._C.self_test())"; exit\n')
+    code, shown = in_a_terminal(f"cd {shlex.quote(str(rig.root))} && {command}", typed, rig.env, timeout=600)
+    assert code == 0, shown[-3000:]
+    assert f"rebuild after an edit with: bash {rig.folder / 'rebuild'}" in shown, shown[-3000:]
+    assert f"-isystem {rig.folder / 'env' / 'include'}" in shown, shown[-3000:]
+    assert f"LD={rig.folder / 'env' / 'lib'}" in shown and "value " in shown, shown[-3000:]
+
+
+def test_a_recipe_change_makes_the_environment_again_and_says_why(rig):
+    assert rig.first.returncode == 0
+    recipe = rig.root / "recipe" / "recipe.yaml"
+    text = recipe.read_text()
+    marker = "  - package:\n      name: pytorch\n"
+    start = text.index(marker)
+    ninja = text.index("        - ninja\n", start)
+    recipe.write_text(text[:ninja] + "        - ninja >=1.10\n" + text[ninja + len("        - ninja\n"):])
+    proc = rig.run()
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    assert "the recipe's requirements changed (+ninja >=1.10, -ninja)" in out, out[-3000:]
