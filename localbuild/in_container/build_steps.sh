@@ -32,6 +32,8 @@
 #                     build_artifacts/<subdir>/ and remove the folder; kept when the build fails
 #   HOST_USER_ID      in a container that runs as root: build_artifacts/ is handed back to this
 #                     user when the script ends, whether the build worked or not
+#   DEVELOP_SOURCE    --develop: the checkout to build (DEVELOP_DIR, DEVELOP_PYTHON, DEVELOP_SHELL:
+#                     localbuild/in_container/develop.py) instead of the recipe's packages
 #   SOURCE_TARBALL    the recipe's source, fetched elsewhere (--source-tarball; its sha256 was
 #                     checked): conda-build finds it in its source cache as SOURCE_CACHE_NAME
 #                     (copied there, --cache-dir); rattler-build's RECIPE_ROOT is a derived copy
@@ -96,7 +98,8 @@ if [[ -n "${DEVELOP_SOURCE:-}" ]]; then
         echo "build_steps.sh: error: --develop makes its environment with py-rattler-build and py-rattler, and this image names no Python with them (RATTLER_BUILD_PYTHON); build the image with devtools/stand_in_image.py or use --native" >&2
         exit 3
     fi
-    "${RATTLER_BUILD_PYTHON}" "${FEEDSTOCK_ROOT}/localbuild/in_container/develop.py"
+    FEEDSTOCK_ROOT="${FEEDSTOCK_ROOT}" RECIPE_ROOT="${RECIPE_ROOT}" CONFIG_FILE="${CONFIG_FILE}" \
+        "${RATTLER_BUILD_PYTHON}" "${FEEDSTOCK_ROOT}/localbuild/in_container/develop.py"
     exit 0
 fi
 channel_args=()

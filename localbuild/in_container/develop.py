@@ -99,15 +99,12 @@ def rendered_requirements(recipe: Path, config_file: Path) -> tuple[list[str], d
 
 def channel_digests(channels: list[str]) -> dict[str, str]:
     """channel -> what identifies its content: a local folder's repodata.json files hashed (it
-    is indexed first), a named or remote channel by its name alone."""
+    may be mounted read-only: it is read, never indexed here), a named or remote channel by its
+    name alone."""
     digests = {}
     for channel in channels:
         folder = Path(channel)
         if folder.is_dir():
-            from rattler.index import index_fs
-
-            (folder / "noarch").mkdir(parents=True, exist_ok=True)
-            _await(index_fs(folder))
             sha = hashlib.sha256()
             for repodata in sorted(folder.glob("*/repodata.json")):
                 sha.update(repodata.parent.name.encode() + b"\0" + repodata.read_bytes())
@@ -253,6 +250,9 @@ def main() -> int:
         print(f"develop: error: {err}; --develop needs py-rattler-build and py-rattler "
               "(requirements-dev.txt) in RATTLER_BUILD_PYTHON", file=sys.stderr, flush=True)
         return 3
+    except OSError as err:   # a folder that cannot be written, a disk that is full
+        print(f"develop: error: {err.filename or folder}: {err.strerror or err}", file=sys.stderr, flush=True)
+        return 1
     recipe = Path(os.environ["RECIPE_ROOT"])
     write_file(folder / "rebuild", driver_script(folder, prefix, source, recipe, variant), 0o755)
     if os.environ.get("DEVELOP_SHELL") == "1":

@@ -7,7 +7,6 @@ shows it, and the checkout stays byte for byte as it was, but for the edit.
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import shlex
 import subprocess
@@ -16,30 +15,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.develop_checkout import (EDITED, changed_paths, develop_checkout, edit_core_file,
+                                            recompiled_counts, recompiled_line, tree_state)
 from tests.support.podman import CPU, PYTHON, config_texts, podman_feedstock
 from tests.support.scratch import module_scratch
 from tests.support.terminal import in_a_terminal
 
 pytestmark = [pytest.mark.compile, pytest.mark.packages, pytest.mark.download]
 
-EDITED = "aten/Ops.cpp"
-ORIGINAL = "return MEGATEST_CALL_ALL_UNITS(seed); }"
-EDIT = "return MEGATEST_CALL_ALL_UNITS(seed) + 1000.0; }"
-
-
-def tree_state(root: Path) -> dict[str, tuple]:
-    """relative path -> (kind, mode, sha256 or link target) of everything under root."""
-    state: dict[str, tuple] = {}
-    for path in sorted(root.rglob("*")):
-        rel = str(path.relative_to(root))
-        info = path.lstat()
-        if path.is_symlink():
-            state[rel] = ("link", os.readlink(path))
-        elif path.is_dir():
-            state[rel] = ("dir", info.st_mode)
-        else:
-            state[rel] = ("file", info.st_mode, hashlib.sha256(path.read_bytes()).hexdigest())
-    return state
 
 
 class Rig:
@@ -64,21 +47,6 @@ class Rig:
         return float(proc.stdout)
 
 
-def develop_checkout(dest: Path) -> Path:
-    """The test project's scikit-build-core form as a developer's checkout: its stand-in for
-    NNPACK's six download (a fatal error, the package build's guard) emptied, as a checkout
-    that builds offline has it; the develop step never edits the checkout itself."""
-    from tests.realbuild.feedstock_build import prepare_project_source
-
-    checkout = prepare_project_source(dest, "scikit-build-core")
-    (checkout / "third_party" / "NNPACK" / "cmake" / "DownloadSix.cmake").write_text("# six: offline\n")
-    return checkout
-
-
-def recompiled_line(out: str) -> str:
-    return next(line for line in out.splitlines() if "develop: recompiled" in line)
-
-
 @pytest.fixture(scope="module")
 def rig(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, realbuild_toolchain: dict):
     from tests.realbuild.feedstock_build import prepare_project_source
@@ -98,8 +66,8 @@ def test_the_first_run_makes_the_environment_and_builds_every_object(rig):
     out = rig.first.stdout + rig.first.stderr
     assert rig.first.returncode == 0, out[-4000:]
     assert "environment: making" in out and "no environment yet" in out, out[-3000:]
-    count, total = recompiled_line(out).split("recompiled ")[1].split(" objects")[0].split(" of ")
-    assert int(count) == int(total) > 5, recompiled_line(out)
+    count, total = recompiled_counts(out)
+    assert count == total > 5, recompiled_line(out)
     assert (rig.folder / "develop-done").is_file()
     assert rig.torch_value() > 0
 
@@ -116,10 +84,7 @@ def test_a_run_without_an_edit_reuses_the_environment_and_recompiles_nothing(rig
 def test_an_edit_recompiles_that_object_and_the_installed_torch_shows_it(rig):
     assert rig.first.returncode == 0
     before = rig.torch_value()
-    edited = rig.checkout / EDITED
-    text = edited.read_text()
-    assert ORIGINAL in text
-    edited.write_text(text.replace(ORIGINAL, EDIT))
+    edit_core_file(rig.checkout)
     proc = rig.run()
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-3000:]
@@ -127,9 +92,8 @@ def test_an_edit_recompiles_that_object_and_the_installed_torch_shows_it(rig):
     assert " recompiled 1 of " in line and "Ops.cpp.o" in line, line
     assert rig.torch_value() == pytest.approx(before + 1000.0)
     # the checkout: byte for byte as it was, but for the edit (no build output, no __pycache__)
-    after = tree_state(rig.checkout)
-    changed = {path for path in set(rig.before) | set(after) if rig.before.get(path) != after.get(path)}
-    assert changed == {EDITED}, sorted(changed)[:20]
+    changed = changed_paths(rig.before, tree_state(rig.checkout))
+    assert changed == [EDITED], changed[:20]
 
 
 def test_the_dry_run_shows_the_environment_compiler_include_order_and_cmake(rig):

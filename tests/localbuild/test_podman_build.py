@@ -153,3 +153,34 @@ def test_an_engine_that_cannot_start_containers_says_what_to_check(rig, tmp_path
     assert "the engine could not start the container (exit 12" in proc.stdout, proc.stdout
     assert "podman run --rm quay.io/condaforge/linux-anvil-x86_64:alma9 true" in proc.stdout
     assert rig.podman.containers(f"{LABEL}={FAILING}") == []
+
+
+def test_develop_in_the_container_builds_a_checkout_and_an_edit_recompiles_one_object(rig, tmp_path):
+    """--develop in the config's image: the environment made there by py-rattler from the
+    channel, the checkout and the develop folder mounted at the host's paths; the installed
+    torch runs on the host too (the image's Python is the host's, at the same path)."""
+    from tests.support.develop_checkout import (EDITED, changed_paths, develop_checkout, edit_core_file,
+                                                recompiled_counts, tree_state)
+
+    checkout = develop_checkout(tmp_path / "checkout")
+    before = tree_state(checkout)
+    args = [CPU, "--engine", "podman", "--develop", str(checkout), "--channel", str(rig.channel),
+            "--min-free-gb", "2"]
+    first = rig.run(*args)
+    out = first.stdout + first.stderr
+    assert first.returncode == 0, out[-4000:]
+    assert "environment: making" in out and "location:" not in out, out[-3000:]
+    count, total = recompiled_counts(out)
+    assert count == total > 5
+    edit_core_file(checkout)
+    again = rig.run(*args)
+    out = again.stdout + again.stderr
+    assert again.returncode == 0, out[-3000:]
+    assert "is current" in out and recompiled_counts(out) == (1, total), out[-3000:]
+    folder = rig.artifacts / "develop" / f"{CPU}-{PYTHON}"
+    proc = subprocess.run([str(folder / "env" / "bin" / "python"), "-c",
+                           "import torch; print(torch._C.self_test())"], capture_output=True, text=True,
+                          timeout=120, cwd="/", env={"PATH": "/usr/bin:/bin", "LD_LIBRARY_PATH": str(folder / "env" / "lib")})
+    assert proc.returncode == 0 and float(proc.stdout) > 1000.0, proc.stderr
+    assert changed_paths(before, tree_state(checkout)) == [EDITED]
+    assert rig.podman.containers(f"{LABEL}={CPU}") == []
