@@ -343,6 +343,17 @@ def all_cases() -> list[Case]:
                     feedstock=False)
     cases += _files("build-locally --dry-run --tool rattler-build --source-tarball", (*tarball, "--tool", "rattler-build"),
                     {rattler: ("non-utf8", "bom", "empty", "binary", "folder", "symlink-loop")}, feedstock=False)
+    develop = (*dry, "--develop", "{work}/dtree")
+    cases += _files("build-locally --dry-run --develop", develop,
+                    {"{work}/dtree/pyproject.toml": ("non-utf8", "binary", "folder", "empty", "truncated",
+                                                     "symlink-loop", "unreadable")},
+                    feedstock=False)   # (version.txt only informs a note: a broken one is "no version")
+    cases += _options("build-locally", [
+        (*dry, "--develop", "{work}/nowhere"), (*dry, "--develop", "{work}/requirements.txt"),
+        (*dry, "--develop", "{work}/source"), (*dry, "--shell"), ("--all", "--develop", "{work}/dtree"),
+        (*develop, "--python", "3.10,3.11"), (*develop, "--python", "3.99"), (*develop, "--tool", "conda-build"),
+        (*develop, "--upload"), (*develop, "--source-tarball", "{work}/torch.whl"),
+    ], feedstock=False)
     cases += _options("build-locally", [
         ("no_such_config",), ("--all", "--filter", "["), ("--all", "--filter", "matches_nothing"),
         (*dry, "--python", "2.7"), (*dry, "--python", "three"), (CUDA_CONFIG, "--dry-run", "--cuda-arch", "banana"),
@@ -442,6 +453,11 @@ def make_scratch(base: Path) -> tuple[Path, Path]:
     (work / "torch.whl").write_bytes(b"PK\x05\x06" + b"\0" * 18)   # an empty zip
     (work / "source").mkdir()
     (work / "source" / "version.txt").write_text("9.9.9\n")
+    # a checkout for --develop: PyTorch 2.14+'s shape (scikit-build-core), another version
+    (work / "dtree" / "torch").mkdir(parents=True)
+    (work / "dtree" / "CMakeLists.txt").write_text("project(dtree)\n")
+    (work / "dtree" / "pyproject.toml").write_text('[build-system]\nbuild-backend = "scikit_build_core.build"\n')
+    (work / "dtree" / "version.txt").write_text("2.15.0a0\n")
     # a release tarball for bump to take (the signals class stops a bump that writes)
     # (the same bytes in every scratch: its sha256 goes into the recipe a finished run is compared with)
     with gzip.GzipFile(work / "pytorch-v9.9.9.tar.gz", "wb", mtime=0) as packed, \

@@ -56,14 +56,31 @@ def check_flags(args) -> None:
                               "(`build-locally.py --list` shows them)", EXIT_USAGE)
 
 
-def _front_end(tree: Path) -> str | None:
+def _front_end(tree: Path, shown: str) -> str | None:
+    """"scikit-build-core", "setup.py" or None, from the checkout's pyproject.toml (which must
+    be UTF-8 TOML) or setup.py."""
     pyproject = tree / "pyproject.toml"
-    try:
-        text = pyproject.read_text(encoding="utf-8", errors="replace")[:200_000] if pyproject.is_file() else ""
-    except OSError:
-        text = ""
-    if _BACKEND.search(text):
-        return "scikit-build-core"
+    if pyproject.is_file():
+        try:
+            data = pyproject.read_bytes()[:1_000_000].decode("utf-8")
+        except OSError as err:
+            raise LocalBuildError(f"--develop {shown}: cannot read pyproject.toml ({err.strerror or err})",
+                                  EXIT_USAGE) from None
+        except UnicodeDecodeError:
+            raise LocalBuildError(f"--develop {shown}: pyproject.toml is not UTF-8 text; is this your "
+                                  "PyTorch checkout?", EXIT_USAGE) from None
+        try:
+            import tomllib   # Python 3.11+; older Pythons look for the line itself
+        except ImportError:
+            backend = _BACKEND.search(data) and "scikit_build_core"
+        else:
+            try:
+                backend = str(tomllib.loads(data).get("build-system", {}).get("build-backend", ""))
+            except (tomllib.TOMLDecodeError, AttributeError) as err:
+                raise LocalBuildError(f"--develop {shown}: pyproject.toml does not parse ({err}); is this "
+                                      "your PyTorch checkout?", EXIT_USAGE) from None
+        if backend and backend.startswith("scikit_build_core"):
+            return "scikit-build-core"
     if (tree / "setup.py").is_file():
         return "setup.py"
     return None
@@ -79,7 +96,7 @@ def check_tree(value: str) -> Path:
         raise LocalBuildError(f"--develop {value}: not a folder; give your PyTorch checkout "
                               "(the folder with pyproject.toml)", EXIT_USAGE)
     tree = tree.resolve()
-    front_end = _front_end(tree)
+    front_end = _front_end(tree, value)
     if front_end is None or not (tree / "torch").is_dir() or not (tree / "CMakeLists.txt").is_file():
         raise LocalBuildError(f"--develop {value}: not a PyTorch source tree (it needs CMakeLists.txt, "
                               "torch/ and a pyproject.toml whose build-backend is scikit-build-core); "
