@@ -44,6 +44,8 @@ examples:
                                             a Slurm job array: one task per config (--native),
                                             one final job indexing the channel (docs/more-machines.md)
   build-locally.py CONFIG --engine apptainer            in the config's image through Apptainer
+  build-locally.py CONFIG --develop ~/src/pytorch       your checkout, in CONFIG's environment;
+                                            again after an edit: only what changed recompiles
 
 environment:
   CPU_COUNT                     cores the build may use (default: all usable cores)
