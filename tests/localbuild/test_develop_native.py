@@ -29,9 +29,10 @@ class Rig:
     def __init__(self, root: Path, checkout: Path, channel: Path, env: dict[str, str]) -> None:
         self.root, self.checkout, self.channel, self.env = root, checkout, channel, env
         self.folder = root / "build_artifacts" / "develop" / f"{CPU}-{PYTHON}"
+        self.config = CPU
 
     def args(self, *extra: str) -> list[str]:
-        return [sys.executable, str(self.root / "build-locally.py"), CPU, "--native", "--develop",
+        return [sys.executable, str(self.root / "build-locally.py"), self.config, "--native", "--develop",
                 str(self.checkout), "--channel", str(self.channel), "--min-free-gb", "2", *extra]
 
     def run(self, *extra: str, timeout: float = 1200) -> subprocess.CompletedProcess:
@@ -135,3 +136,70 @@ def test_a_recipe_change_makes_the_environment_again_and_says_why(rig):
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-3000:]
     assert "the recipe's requirements changed (+ninja >=1.10, -ninja)" in out, out[-3000:]
+
+
+# -- a ROCm config: the system's HIP (Debian's hipcc) with the environment's compilers ----------
+ROCM = "linux_64_blas_implgenericc_stdlib_version2.28cuda_compiler_versionNonegpu_backendrocmrocm_version7.2"
+# what the ROCm build writes into the checkout, as every ROCm build of PyTorch does: hipify's
+# HIP sources (the test project's script also logs its runs) and the driver's marker
+HIPIFY_OUTPUTS = ("hip", "hipify-runs.log", "megabuild-hipify.done")
+
+
+def rocm_config_text(versions: dict[str, str], work: Path) -> str:
+    import yaml
+
+    from tests.realbuild.session import machine_variant
+
+    data = yaml.safe_load(machine_variant(ROCM, (PYTHON,), versions, work / "rocm-variant.yaml").read_text())
+    data.pop("is_python_min", None)  # zipped with python: one Python, one value
+    data["zip_keys"] = [keys for keys in data.get("zip_keys", []) if "is_python_min" not in keys]
+    return yaml.safe_dump(data, sort_keys=True)
+
+
+@pytest.fixture(scope="module")
+def rocm_rig(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+             realbuild_toolchain: dict, torch_wheel: Path):
+    from tests.realbuild.feedstock_build import prepare_project_source
+    from tests.support import megabuild_harness as harness
+
+    try:
+        harness.check_rocm_tools()
+    except harness.HarnessUnavailable as err:
+        pytest.skip(str(err))
+    work = module_scratch(request, tmp_path_factory, "develop-rocm")
+    root = podman_feedstock(work / "feedstock", prepare_project_source(work / "source"),
+                            {ROCM: rocm_config_text(realbuild_toolchain["versions"], work)})
+    checkout = develop_checkout(work / "checkout")
+    harness.install_hipify(checkout, torch_wheel)   # PyTorch's own hipify, where a checkout has it
+    env = dict(os.environ, RATTLER_BUILD_PYTHON=sys.executable, CPU_COUNT="2")
+    env.pop("ROCM_PATH", None)
+    rig = Rig(root, checkout, realbuild_toolchain["toolchain"].channel, env)
+    rig.folder = root / "build_artifacts" / "develop" / f"{ROCM}-{PYTHON}"
+    rig.before = tree_state(checkout)
+    rig.config = ROCM
+    rig.first = rig.run("--rocm-arch", "gfx90a")
+    return rig
+
+
+def test_a_rocm_config_builds_with_the_systems_hip_and_an_edit_recompiles_one_object(rocm_rig):
+    out = rocm_rig.first.stdout + rocm_rig.first.stderr
+    assert rocm_rig.first.returncode == 0, out[-4000:]
+    assert "PYTORCH_ROCM_ARCH=gfx90a" in (rocm_rig.folder / "work" / "build-env.sh").read_text()
+    count, total = recompiled_counts(out)
+    assert count == total > 5
+    from megabuild.ninja_log import last_entries
+
+    objects = last_entries(rocm_rig.folder / "build")
+    assert any("Kernels.hip" in name for name in objects), sorted(objects)   # hipcc compiled the kernel
+    edit_core_file(rocm_rig.checkout)
+    proc = rocm_rig.run("--rocm-arch", "gfx90a")
+    again = proc.stdout + proc.stderr
+    assert proc.returncode == 0, again[-3000:]
+    assert recompiled_counts(again) == (1, total), recompiled_line(again)
+    # the environment's compilers with the system's HIP: LD_LIBRARY_PATH names both
+    variables = (rocm_rig.folder / "work" / "build-env.sh").read_text()
+    assert f"LD_LIBRARY_PATH={rocm_rig.folder / 'env' / 'lib'}:/usr/lib" in variables, variables
+    changed = changed_paths(rocm_rig.before, tree_state(rocm_rig.checkout))
+    unnamed = [path for path in changed if path != EDITED and path.split("/")[0] not in HIPIFY_OUTPUTS]
+    assert unnamed == [], unnamed
+    assert "megabuild-hipify.done" in changed and any(p.startswith("hip/") for p in changed)
