@@ -203,3 +203,74 @@ def test_a_rocm_config_builds_with_the_systems_hip_and_an_edit_recompiles_one_ob
     unnamed = [path for path in changed if path != EDITED and path.split("/")[0] not in HIPIFY_OUTPUTS]
     assert unnamed == [], unnamed
     assert "megabuild-hipify.done" in changed and any(p.startswith("hip/") for p in changed)
+
+
+# -- a free-threaded Python: 3.13t (built from Debian's source once per machine) ----------------
+FREE_THREADED = "3.13t"
+
+
+def free_threaded_config_text(versions: dict[str, str], work: Path) -> str:
+    """The cpu job with this machine's compilers and one Python, 3.13t (the job's own
+    free-threaded entry is 3.14t, which this machine does not have)."""
+    import yaml
+
+    from tests.realbuild.session import machine_variant
+
+    data = yaml.safe_load(machine_variant(CPU, (PYTHON,), versions, work / "ft-variant.yaml").read_text())
+    data["python"], data["is_freethreading"] = ["3.13.* *_cp313t"], ["true"]
+    data.pop("is_python_min", None)
+    data["zip_keys"] = [keys for keys in data.get("zip_keys", []) if "is_python_min" not in keys]
+    return yaml.safe_dump(data, sort_keys=True)
+
+
+@pytest.fixture(scope="module")
+def free_threaded_rig(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+                      realbuild_toolchain: dict):
+    from tests.realbuild.feedstock_build import copy_recipe, prepare_project_source
+    from tests.support.free_threaded_python import FreeThreadedUnavailable, free_threaded_python
+    from tests.support.machine_cache import cached_build, toolchain_key
+    from tests.support.toolchain import ToolchainUnavailable, build_toolchain_channel
+
+    work = module_scratch(request, tmp_path_factory, "develop-ft")
+    try:
+        interpreter = free_threaded_python(work / "python-build")
+    except FreeThreadedUnavailable as err:
+        pytest.skip(str(err))
+    versions = realbuild_toolchain["versions"]
+    text = free_threaded_config_text(versions, work)
+    (work / "ft-job.yaml").write_text(text)
+    recipe = copy_recipe(work / "recipe", prepare_project_source(work / "source", "scikit-build-core"))
+    pythons = {FREE_THREADED: interpreter}
+    # python 3.13t, the cp313t wheels and the machine's tools, for the build and host environments
+    # only (the run and test requirements have pins without a cp313t wheel: MarkupSafe 3.0.4)
+    try:
+        channel = cached_build("toolchain", toolchain_key(versions, pythons),
+                               lambda entry: build_toolchain_channel(entry, pythons, recipe, [work / "ft-job.yaml"],
+                                                                     run_and_test=False)).channel
+    except ToolchainUnavailable as err:
+        pytest.skip(str(err))
+    root = podman_feedstock(work / "feedstock", prepare_project_source(work / "source2"), {CPU: text})
+    rig = Rig(root, develop_checkout(work / "checkout"), channel,
+              dict(os.environ, RATTLER_BUILD_PYTHON=sys.executable, CPU_COUNT="2"))
+    rig.folder = root / "build_artifacts" / "develop" / f"{CPU}-{FREE_THREADED}"
+    rig.first = rig.run("--python", FREE_THREADED)
+    return rig
+
+
+def test_a_free_threaded_python_builds_an_extension_that_keeps_the_gil_off(free_threaded_rig):
+    rig = free_threaded_rig
+    out = rig.first.stdout + rig.first.stderr
+    assert rig.first.returncode == 0, out[-4000:]
+    count, total = recompiled_counts(out)
+    assert count == total > 5
+    python = rig.folder / "env" / "bin" / "python"
+    proc = subprocess.run([str(python), "-c", "import sys, torch; print(torch._C.__file__, sys._is_gil_enabled(), "
+                           "torch._C.self_test())"], capture_output=True, text=True, timeout=120, cwd="/",
+                          env={"PATH": "/usr/bin:/bin", "LD_LIBRARY_PATH": str(rig.folder / "env" / "lib")})
+    assert proc.returncode == 0, proc.stderr
+    library, gil, _ = proc.stdout.split()
+    assert "cpython-313t" in library and gil == "False", proc.stdout
+    edit_core_file(rig.checkout)
+    again = rig.run("--python", FREE_THREADED)
+    assert again.returncode == 0, (again.stdout + again.stderr)[-3000:]
+    assert recompiled_counts(again.stdout + again.stderr) == (1, total)

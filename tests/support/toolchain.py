@@ -150,7 +150,17 @@ def multi_output_recipe(name: str, outputs: list[dict]) -> str:
                        "outputs": outputs}, indent=1)
 
 
-def python_output(version: str, interpreter: Path) -> dict:
+def python_series(py: str) -> str:
+    """"3.13t" (a free-threaded Python, as --python and the tests name it) -> "3.13"."""
+    return py.removesuffix("t")
+
+
+def python_build_tag(py: str) -> str:
+    """The build-string tag the pinning asks of `python`: _cpython, or _cp313t free-threaded."""
+    return f"cp{python_series(py).replace('.', '')}t" if py.endswith("t") else "cpython"
+
+
+def python_output(version: str, interpreter: Path, free_threaded: bool = False) -> dict:
     """`python`: a virtual environment of the pyenv interpreter, copied into $PREFIX.
 
     Like conda-forge's python (whose run_exports add `python_abi x.y`), anything built against
@@ -158,7 +168,7 @@ def python_output(version: str, interpreter: Path) -> dict:
     home = interpreter.resolve().parent
     short = ".".join(version.split(".")[:2])
     out = recipe_output(
-        "python", version, f"local_0_cpython",
+        "python", version, f"local_0_{python_build_tag(short + ('t' if free_threaded else ''))}",
         [f'"{interpreter}" -m venv --copies --without-pip "$PREFIX"',
          'rm -f "$PREFIX"/bin/activate* "$PREFIX"/bin/Activate.ps1'],
         f"CPython {version} of this machine ({home.parent}) as a conda python: a virtual "
@@ -193,14 +203,15 @@ def wheel_output(name: str, version: str, wheel: Path, pip_wheel: Path, py: str,
     """A PyPI wheel (and its companions) installed by pip into the host Python and packaged for
     that Python."""
     tag = py.replace(".", "")
+    series = python_series(py)
     wheels = " ".join(f'"{w}"' for w in (wheel, *companions))
     return recipe_output(
         name, version, f"py{tag}_local_0",
         [f'"$PREFIX/bin/python" "{pip_wheel}/pip" install --no-deps --no-index '
          f'--disable-pip-version-check --no-warn-script-location {wheels}'],
         f"{', '.join(w.name for w in (wheel, *companions))} from PyPI, installed by pip into Python {py}",
-        host=[f"python {py}.*"],
-        run=[f"python >={py},<{_next_minor(py)}.0a0"] + wheel_requirements(wheel),
+        host=[f"python {series}.* *_{python_build_tag(py)}"],
+        run=[f"python >={series},<{_next_minor(series)}.0a0"] + wheel_requirements(wheel),
         # pip compiles the byte code in one process (as conda-forge's packages ship it, so a
         # build that imports them writes nothing into the host prefix); rattler-build would
         # compile again one process per file: slow for sympy's thousands
@@ -280,12 +291,21 @@ def download_wheels(pins: dict[str, str], pythons: list[str], dest: Path) -> dic
         target = dest / py
         target.mkdir(exist_ok=True)
         reqs = [f"{name}=={version}" for name, version in pins.items()]
-        proc = _run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-                     "--python-version", py, "--platform", "manylinux_2_28_x86_64",
-                     "--platform", "manylinux_2_17_x86_64", "--platform", "manylinux2014_x86_64",
-                     "-d", target, "--quiet", *reqs], timeout=900)
-        if proc.returncode != 0:
-            raise ToolchainUnavailable(f"pip download failed: {proc.stderr.strip()[-300:]}")
+        base = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+                "--python-version", python_series(py), "--platform", "manylinux_2_28_x86_64",
+                "--platform", "manylinux_2_17_x86_64", "--platform", "manylinux2014_x86_64",
+                "-d", target, "--quiet"]
+        if py.endswith("t"):
+            # a free-threaded Python (3.13t) takes the cp313t wheels and the pure ones; not every
+            # pin has a cp313t wheel, and a missing one matters only if the recipe needs it
+            # (build_toolchain_channel then says which)
+            base += ["--implementation", "cp", "--abi", f"cp{python_series(py).replace('.', '')}t", "--abi", "none"]
+            for req in reqs:
+                _run([*base, req], timeout=900)
+        else:
+            proc = _run([*base, *reqs], timeout=900)
+            if proc.returncode != 0:
+                raise ToolchainUnavailable(f"pip download failed: {proc.stderr.strip()[-300:]}")
         for wheel in target.glob("*.whl"):
             name = pypi_to_conda(wheel.name.split("-")[0])
             wheels[(name, py)] = wheel
@@ -320,8 +340,9 @@ def job_variant_file(job: Path, overrides: dict[str, list[str]], dest: Path) -> 
     return dest
 
 
-def needed_requirements(recipe: Path, variant_file: Path) -> dict[str, Spec]:
-    """Every build/host/run/test requirement name of recipe.yaml for this job (rattler-build's render)."""
+def needed_requirements(recipe: Path, variant_file: Path, run_and_test: bool = True) -> dict[str, Spec]:
+    """Every build/host/run/test requirement name of recipe.yaml for this job (rattler-build's
+    render); only build/host without `run_and_test` (a develop environment's)."""
     from rattler_build import Stage0Recipe, VariantConfig
 
     config = VariantConfig.from_file(variant_file)
@@ -331,8 +352,9 @@ def needed_requirements(recipe: Path, variant_file: Path) -> dict[str, Spec]:
     for rendered in variants:
         data = rendered.recipe.to_dict()
         reqs = data.get("requirements") or {}
-        lists = [reqs.get(k) or [] for k in ("build", "host", "run")]
-        lists += [(t.get("requirements") or {}).get("run") or [] for t in data.get("tests") or []]
+        lists = [reqs.get(k) or [] for k in ("build", "host", "run")[:3 if run_and_test else 2]]
+        if run_and_test:
+            lists += [(t.get("requirements") or {}).get("run") or [] for t in data.get("tests") or []]
         for items in lists:
             for item in items:
                 if isinstance(item, dict):
@@ -348,17 +370,23 @@ def needed_requirements(recipe: Path, variant_file: Path) -> dict[str, Spec]:
 
 
 def build_toolchain_channel(work: Path, pythons: dict[str, Path], recipe: Path,
-                            variant_files: list[Path], log=print) -> Toolchain:
-    """Build every package the recipe needs for these jobs into work/channel (indexed)."""
+                            variant_files: list[Path], log=print, run_and_test: bool = True) -> Toolchain:
+    """Build every package the recipe needs for these jobs into work/channel (indexed); without
+    `run_and_test`, only what its build and host environments need (a develop environment)."""
     versions = machine_versions()
     needed: dict[str, Spec] = {}
     for variant_file in variant_files:
-        for name, spec in needed_requirements(recipe, variant_file).items():
+        for name, spec in needed_requirements(recipe, variant_file, run_and_test).items():
             needed.setdefault(name, spec)
     pins = wheel_pins()
     wheels = download_wheels(pins, sorted(pythons), work / "wheels")
     # what the wheels themselves require, transitively
     wheel_names = {n for n in needed if n in pins}
+    # free-threaded Pythons only: a pin without a cp3XXt wheel (PyYAML here) becomes an empty
+    # stand-in like the other names the test project never imports, and says so in its summary
+    free_threaded = all(py.endswith("t") for py in pythons)
+    without_wheel = {n for n in wheel_names if any((n, py) not in wheels for py in pythons)} if free_threaded else set()
+    wheel_names -= without_wheel
     pending = list(wheel_names)
     while pending:
         name = pending.pop()
@@ -367,7 +395,7 @@ def build_toolchain_channel(work: Path, pythons: dict[str, Path], recipe: Path,
             raise ToolchainUnavailable(f"no wheel for {name} in the pins ({', '.join(map(str, WHEEL_PINS))})")
         for dep in wheel_requirements(wheel):
             dep_name = dep.split()[0]
-            if dep_name not in wheel_names and dep_name in pins:
+            if dep_name not in wheel_names and dep_name in pins and dep_name not in without_wheel:
                 wheel_names.add(dep_name)
                 pending.append(dep_name)
     pip_wheel = next((w for (n, _), w in wheels.items() if n == "pip"), None)
@@ -377,7 +405,7 @@ def build_toolchain_channel(work: Path, pythons: dict[str, Path], recipe: Path,
     recipes: list[tuple[str, list[dict]]] = []
     for py, exe in sorted(pythons.items()):
         full = _run([exe, "-c", "import platform; print(platform.python_version())"]).stdout.strip()
-        recipes.append((f"toolchain-python{py.replace('.', '')}", [python_output(full, exe)]))
+        recipes.append((f"toolchain-python{py.replace('.', '')}", [python_output(full, exe, py.endswith("t"))]))
     for py in sorted(pythons):
         recipes.append((f"toolchain-wheels-py{py.replace('.', '')}",
                         [wheel_output(name, pins[name], wheels[(name, py)], pip_wheel, py,

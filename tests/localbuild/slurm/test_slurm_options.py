@@ -294,7 +294,8 @@ def test_the_request_survives_job_json_and_a_broken_one_is_refused():
                            source_tarball=Path("/t.tar.gz"), apptainer_image="/i.sif", emulate=True,
                            skip_tests=True, test_only=True, gpu_tests=True, upload=True, output_id="pytorch",
                            pythons=("3.12", "3.13t"), cuda_arch="9.0", rocm_arch="gfx90a", jobs=8, heavy_jobs=2,
-                           compile_cache="/cc", compile_cache_read_only=True, dev_tag="mine")
+                           compile_cache="/cc", compile_cache_read_only=True, dev_tag="mine",
+                           develop=Path("/src/pytorch"), shell=True)
     assert all(getattr(request, f.name) != f.default for f in dataclasses.fields(BuildRequest))
     assert BuildRequest.from_json(json.loads(json.dumps(request.to_json()))) == request
     data = request.to_json()
