@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import FeedstockError
-from .user_cache import cache_root
+from ..user_cache import cache_root
 
 HIT_COUNTERS = {"direct_cache_hit", "preprocessed_cache_hit"}
 MISS_COUNTERS = {"cache_miss"}

@@ -6,7 +6,7 @@ from pathlib import Path
 
 # where heavy inputs are kept between runs, once per machine (the NVIDIA packages, the 3.13t
 # interpreter, PyPI's build tools, the machine cache): the after-build tools' own cache root
-from feedstock.after_build.user_cache import cache_root  # noqa: F401
+from feedstock.user_cache import cache_root  # noqa: F401
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RECIPE_DIR = REPO_ROOT / "recipe"

@@ -10,7 +10,7 @@ from pathlib import Path
 from common.hashing import sha256_of
 
 from ...errors import FeedstockError
-from ..user_cache import cache_root
+from ...user_cache import cache_root
 from ...dependents_catalog import CATALOG, Source
 
 

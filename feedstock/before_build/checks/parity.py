@@ -29,6 +29,8 @@ platform's own defaults: the skip selectors that name the platform still decide.
 """
 from __future__ import annotations
 
+import dataclasses
+import json
 import re
 import time
 from dataclasses import dataclass, field
@@ -44,6 +46,7 @@ from ..render.outputs import load_ci_config, pin_from_variant, render_job
 from ..render.recipe_render import read_recipe, render_recipe_text
 from ..render.variant_config import internal_defaults, load_variant_spec
 from ..render.variants import smithy_environ, used_by_outputs
+from .render_cache import RenderCache
 
 SECTIONS = ("build", "host", "run", "run_constrained")
 _HASH = re.compile(r"(?<![0-9a-z])h[0-9a-f]{7}(?=_|$|\s)")
@@ -83,6 +86,8 @@ class ParityReport:
     seconds_rattler: float = 0.0
     platforms: int = 0                  # platforms whose skips were compared (0: not checked)
     skip_differences: int = 0
+    cached: int = 0                     # rattler-build renders taken from the render cache
+    rendered: int = 0                   # and done in this run
 
     @property
     def summary(self) -> str:
@@ -252,7 +257,16 @@ def _one_line(err: Exception) -> str:
     return text[:400]
 
 
-def rattler_outputs(recipe, config: Path) -> list[Comparable]:
+def rattler_outputs(recipe, config: Path, cache: RenderCache | None = None) -> list[Comparable]:
+    """recipe.yaml's outputs for one job, as rattler-build renders them (kept in `cache`)."""
+    if cache is None:
+        return _rattler_outputs(recipe, config)
+    rows = cache.get(["job", config.name, config.read_text(encoding="utf-8", errors="replace")],
+                     lambda: [dataclasses.asdict(out) for out in _rattler_outputs(recipe, config)])
+    return [Comparable(**row) for row in rows]
+
+
+def _rattler_outputs(recipe, config: Path) -> list[Comparable]:
     from rattler_build import VariantConfig
     from rattler_build.render import RenderConfig
     from rattler_build.tool_config import PlatformConfig
@@ -365,7 +379,20 @@ def _meta_builds(feedstock: Feedstock, platform: Platform, variants: list[Varian
     return builds
 
 
-def _rattler_builds(recipe, platform: Platform, variants: list[Variant]) -> _PlatformBuilds:
+def _rattler_builds(recipe, platform: Platform, variants: list[Variant],
+                    cache: RenderCache | None = None) -> _PlatformBuilds:
+    if cache is None:
+        return _render_builds(recipe, platform, variants)
+
+    def render() -> dict:
+        builds = _render_builds(recipe, platform, variants)
+        return {"outputs": {name: sorted(found) for name, found in builds.outputs.items()}, "error": builds.error}
+
+    data = cache.get(["platform", platform.subdir, json.dumps(variants, sort_keys=True, default=str)], render)
+    return _PlatformBuilds({name: set(found) for name, found in data["outputs"].items()}, data["error"])
+
+
+def _render_builds(recipe, platform: Platform, variants: list[Variant]) -> _PlatformBuilds:
     from rattler_build import VariantConfig
     from rattler_build.render import RenderConfig
     from rattler_build.tool_config import PlatformConfig
@@ -420,7 +447,7 @@ def compare_platform(platform: Platform, variants: list[Variant], ours: _Platfor
     return lines
 
 
-def platform_skips(feedstock: Feedstock, recipe, report: ParityReport) -> None:
+def platform_skips(feedstock: Feedstock, recipe, report: ParityReport, cache: RenderCache | None = None) -> None:
     """Compare, on every known platform, which outputs each recipe builds (adds to ``report``)."""
     first = feedstock.platforms()[0] if feedstock.platforms() else Platform("linux-64")
     fallback = platform_variants(feedstock, first, None)[0]
@@ -430,7 +457,7 @@ def platform_skips(feedstock: Feedstock, recipe, report: ParityReport) -> None:
         start = time.perf_counter()
         ours = _meta_builds(feedstock, platform, variants)
         middle = time.perf_counter()
-        theirs = _rattler_builds(recipe, platform, variants)
+        theirs = _rattler_builds(recipe, platform, variants, cache)
         report.seconds_ours += middle - start
         report.seconds_rattler += time.perf_counter() - middle
         lines = compare_platform(platform, variants, ours, theirs)
@@ -449,13 +476,15 @@ def parity(root: Path, configs: list[str] | None = None, platforms: bool | None 
         files = [f for f in files if f.stem in configs]
     if not files:
         raise FeedstockError(".ci_support/ has no job files; run: python -m feedstock rerender")
-    recipe = load_v1_recipe(feedstock.recipe_dir / "recipe.yaml")
+    recipe_file = feedstock.recipe_dir / "recipe.yaml"
+    recipe = load_v1_recipe(recipe_file)
+    cache = RenderCache(recipe_file.read_bytes())   # rattler-build's renders, kept between runs
     report = ParityReport()
     for config in files:
         start = time.perf_counter()
         ours = meta_outputs(feedstock, config)
         middle = time.perf_counter()
-        theirs = rattler_outputs(recipe, config)
+        theirs = rattler_outputs(recipe, config, cache)
         report.seconds_ours += middle - start
         report.seconds_rattler += time.perf_counter() - middle
         lines, outputs, equal = compare_config(config.stem, ours, theirs)
@@ -464,7 +493,9 @@ def parity(root: Path, configs: list[str] | None = None, platforms: bool | None 
         report.equal += equal
         report.differences += lines
     if platforms if platforms is not None else not configs:
-        platform_skips(feedstock, recipe, report)
+        platform_skips(feedstock, recipe, report, cache)
+    cache.save()
+    report.cached, report.rendered = cache.hits, cache.misses
     return report
 
 
@@ -486,6 +517,7 @@ def run(root: Path) -> int:
     for line in report.differences:
         print(f"parity: {line}")
     print(f"parity: rendered in {report.seconds_ours:.2f}s (meta.yaml, ours) and "
-          f"{report.seconds_rattler:.2f}s (recipe.yaml, rattler-build)")
+          f"{report.seconds_rattler:.2f}s (recipe.yaml, rattler-build: {report.rendered} renders, "
+          f"{report.cached} from the render cache)")
     print(report.summary)
     return 1 if report.differences else 0

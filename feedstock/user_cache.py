@@ -1,4 +1,5 @@
-"""The folder the after-build commands keep their caches in, outside the repository."""
+"""The folder the feedstock tools keep their caches in, outside the repository (the
+after-build commands' sources, packages and compile cache; parity's renders)."""
 from __future__ import annotations
 
 import os
