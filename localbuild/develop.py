@@ -151,16 +151,23 @@ def develop_folder(artifacts: Path, config: str, python: str) -> Path:
     return artifacts / DEVELOP_FOLDER / f"{config}-{python}"
 
 
-def check_folder(folder: Path, tree: Path) -> None:
-    """A develop folder holds one checkout's build: another's is refused (one line)."""
+def check_folder(folder: Path, tree: Path, config: str = "", python: str = "") -> None:
+    """A develop folder holds one checkout's build for one config and Python: another's is
+    refused (one line)."""
     stamp = folder / STAMP
     if not stamp.is_file():
         return
     try:
-        recorded = json.loads(stamp.read_text(encoding="utf-8")).get("source")
+        data = json.loads(stamp.read_text(encoding="utf-8"))
+        recorded = data.get("source")
+        made_for = (data.get("config") or config, data.get("python") or python)
     except (OSError, ValueError, AttributeError):
         raise LocalBuildError(f"{stamp} is unreadable; remove {folder} to start this develop build "
                               "over", EXIT_USAGE) from None
+    if made_for != (config or made_for[0], python or made_for[1]):
+        raise LocalBuildError(f"{folder} holds a build for {made_for[0]} and Python {made_for[1]}, not "
+                              f"{config} and {python}; remove {folder} (a copied or renamed develop "
+                              "folder cannot be reused)", EXIT_USAGE)
     if recorded and recorded != str(tree):
         raise LocalBuildError(f"{folder} holds the build of {recorded}, not {tree}; remove {folder} "
                               f"to build {tree} here, or develop {recorded}", EXIT_USAGE)

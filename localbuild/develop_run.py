@@ -24,7 +24,7 @@ def run_develop(config: CiConfig, options: Options, args: argparse.Namespace, co
     tree = request.develop
     python, how = choose_python(config, request.pythons)
     folder = develop_folder(options.artifacts, config.name, python)
-    check_folder(folder, tree)
+    check_folder(folder, tree, config.name, python)
     check_arch_options_apply({config.gpu[0]}, args.cuda_arch, args.rocm_arch)
     options = dataclasses.replace(options, request=dataclasses.replace(request, pythons=(python,)))
     plan = make_plan(config, options, environ)

@@ -70,6 +70,12 @@ def test_a_develop_folder_of_another_checkout_is_refused(tmp_path):
     check_folder(folder, Path("/elsewhere/pytorch"))
     with pytest.raises(LocalBuildError, match="holds the build of /elsewhere/pytorch, not /mine"):
         check_folder(folder, Path("/mine"))
+    (folder / "develop.json").write_text('{"source": "/src", "config": "cpu_job", "python": "3.12"}')
+    check_folder(folder, Path("/src"), "cpu_job", "3.12")
+    with pytest.raises(LocalBuildError, match="holds a build for cpu_job and Python 3.12, not cuda_job and 3.12"):
+        check_folder(folder, Path("/src"), "cuda_job", "3.12")
+    with pytest.raises(LocalBuildError, match="not cpu_job and 3.11"):
+        check_folder(folder, Path("/src"), "cpu_job", "3.11")
 
 
 def test_the_python_is_one_of_the_configs_and_defaults_to_its_newest(tmp_path):
