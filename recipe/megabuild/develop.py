@@ -36,6 +36,7 @@ from .context import BuildContext
 from .errors import MegabuildError
 from .files import write_atomically
 from .frontend import Frontend, check_frontend, select_frontend
+from .hipify import run_hipify
 from .python_target import PythonTarget
 
 STEP_NAME = "develop"
@@ -104,9 +105,7 @@ def run_develop(ctx: BuildContext, base: Mapping[str, str], frontend: Frontend |
     check_frontend(frontend, ctx)
     target = PythonTarget.query(ctx.python, ctx.env)
     if gpu_backend(ctx.variant) == "rocm":
-        from .steps import run_hipify   # converts the checkout's CUDA sources, as the package build does
-
-        run_hipify(ctx)
+        run_hipify(ctx)   # converts the checkout's CUDA sources in place, as the package build does
     build_dir = frontend.build_dir(ctx)
     before = ninja_log.last_entries(build_dir)
     with log.step(f"develop: build {ctx.src_dir} for Python {target.version} into {build_dir}"):

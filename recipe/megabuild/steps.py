@@ -50,6 +50,7 @@ from .context import BuildContext
 from .errors import MegabuildError
 from .files import write_atomically
 from .build_commands import check_cache_source, run_command
+from .hipify import run_hipify
 from .frontend import Frontend, check_frontend, layout_dir, select_frontend
 from .python_target import PythonTarget, require_python_record
 from .retarget import retarget_cache
@@ -61,8 +62,6 @@ from .staging import (copy_tree, find_clobbers, installed_top_levels,
 PRISTINE_CACHE = "CMakeCache.pristine.txt"
 LIBTORCH_STAGE = "libtorch"
 LINALG_STAGE = "cuda-linalg"
-HIPIFY_MARKER = "megabuild-hipify.done"  # in the source tree: hipify converts that tree
-HIPIFY_SCRIPT = Path("tools") / "amd_build" / "build_amd.py"
 
 
 def pristine_cache_path(ctx: BuildContext) -> Path:
@@ -71,22 +70,6 @@ def pristine_cache_path(ctx: BuildContext) -> Path:
 
 def linalg_stage_dir(ctx: BuildContext, magma: bool) -> Path:
     return ctx.stage_dir / LINALG_STAGE / ("magma" if magma else "nomagma")
-
-
-def run_hipify(ctx: BuildContext) -> None:
-    """Convert CUDA sources to HIP once per source tree, before CMake (a marker in the tree
-    records that it ran): a second split run or a pytorch step never hipifies again."""
-    marker = ctx.src_dir / HIPIFY_MARKER
-    if marker.exists():
-        log.info(f"hipify: already done ({marker})")
-        return
-    script = ctx.src_dir / HIPIFY_SCRIPT
-    if not script.is_file():
-        raise MegabuildError(f"ROCm variant, but {script} is missing; SRC_DIR must be a "
-                             "PyTorch source tree")
-    with log.step("hipify sources"):
-        run_command([ctx.python, HIPIFY_SCRIPT], ctx)
-    marker.write_text("hipified\n")
 
 
 def _linalg_libraries(layout: Path) -> list[Path]:

@@ -18,7 +18,8 @@ import pytest
 from tests.support import megabuild_harness as harness
 from megabuild.cmake_cache import CMakeCache
 from megabuild.python_target import PythonTarget
-from megabuild.steps import HIPIFY_MARKER, run_step
+from megabuild.hipify import HIPIFY_MARKER
+from megabuild.steps import run_step
 
 pytestmark = [pytest.mark.compile, pytest.mark.download]
 

@@ -24,8 +24,8 @@ from megabuild.errors import MegabuildError
 from megabuild.python_target import PythonTarget
 from megabuild.retarget import RECORD_KEYS, python_entry_keys, retarget_cache
 from megabuild.staging import find_clobbers
-from megabuild.steps import (build_pytorch, install_cuda_linalg, install_libtorch, run_hipify,
-                             run_step)
+from megabuild.hipify import run_hipify
+from megabuild.steps import build_pytorch, install_cuda_linalg, install_libtorch, run_step
 from megabuild.frontend import SetupPyFrontend
 
 pytestmark = [pytest.mark.compile, pytest.mark.download]
