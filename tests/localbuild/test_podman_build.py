@@ -172,15 +172,21 @@ def test_develop_in_the_container_builds_a_checkout_and_an_edit_recompiles_one_o
     assert "environment: making" in out and "location:" not in out, out[-3000:]
     count, total = recompiled_counts(out)
     assert count == total > 5
+    folder = rig.artifacts / "develop" / f"{CPU}-{PYTHON}"
+
+    def installed_value() -> float:   # torch._C.self_test() of the installed torch, run on the host
+        proc = subprocess.run([str(folder / "env" / "bin" / "python"), "-c", "import torch; print(torch._C.self_test())"],
+                              capture_output=True, text=True, timeout=120, cwd="/",
+                              env={"PATH": "/usr/bin:/bin", "LD_LIBRARY_PATH": str(folder / "env" / "lib")})
+        assert proc.returncode == 0, proc.stderr
+        return float(proc.stdout)
+
+    before_edit = installed_value()
     edit_core_file(checkout)
     again = rig.run(*args)
     out = again.stdout + again.stderr
     assert again.returncode == 0, out[-3000:]
     assert "is current" in out and recompiled_counts(out) == (1, total), out[-3000:]
-    folder = rig.artifacts / "develop" / f"{CPU}-{PYTHON}"
-    proc = subprocess.run([str(folder / "env" / "bin" / "python"), "-c",
-                           "import torch; print(torch._C.self_test())"], capture_output=True, text=True,
-                          timeout=120, cwd="/", env={"PATH": "/usr/bin:/bin", "LD_LIBRARY_PATH": str(folder / "env" / "lib")})
-    assert proc.returncode == 0 and float(proc.stdout) > 1000.0, proc.stderr
+    assert installed_value() == pytest.approx(before_edit + 1000.0)   # the edit, installed
     assert changed_paths(before, tree_state(checkout)) == [EDITED]
     assert rig.podman.containers(f"{LABEL}={CPU}") == []
