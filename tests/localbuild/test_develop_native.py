@@ -242,9 +242,11 @@ def free_threaded_rig(request: pytest.FixtureRequest, tmp_path_factory: pytest.T
     recipe = copy_recipe(work / "recipe", prepare_project_source(work / "source", "scikit-build-core"))
     pythons = {FREE_THREADED: interpreter}
     # python 3.13t, the cp313t wheels and the machine's tools, for the build and host environments
-    # only (the run and test requirements have pins without a cp313t wheel: MarkupSafe 3.0.4)
+    # only (the run and test requirements have pins without a cp313t wheel: MarkupSafe 3.0.4);
+    # a machine-cache name of its own: one name keeps one entry, and the suite's main toolchain
+    # channel must outlive this one
     try:
-        channel = cached_build("toolchain", toolchain_key(versions, pythons),
+        channel = cached_build("toolchain-free-threaded", toolchain_key(versions, pythons),
                                lambda entry: build_toolchain_channel(entry, pythons, recipe, [work / "ft-job.yaml"],
                                                                      run_and_test=False)).channel
     except ToolchainUnavailable as err:
