@@ -20,7 +20,7 @@ import subprocess
 from pathlib import Path
 
 from .configs import CiConfig
-from .errors import EXIT_USAGE, LocalBuildError
+from .errors import EXIT_PREFLIGHT, EXIT_USAGE, LocalBuildError
 
 DEVELOP_FOLDER = "develop"
 STAMP = "develop.json"   # written by localbuild/in_container/develop.py
@@ -231,3 +231,21 @@ def _toolchain_lines(folder: Path, prefix: Path) -> list[str]:
     if includes:
         lines.insert(1, "  include order: " + " -> ".join(shlex.quote(i) for i in includes))
     return lines
+
+
+def check_native_python(python: str | None) -> None:
+    """--develop --native makes its environment with py-rattler-build and py-rattler in a Python
+    of this machine (RATTLER_BUILD_PYTHON, or the feedstock's .venv): one line (exit 3) without."""
+    fix = ("set RATTLER_BUILD_PYTHON to a Python with both (pip install py-rattler-build py-rattler), "
+           "or create the feedstock's .venv (devtools/run-tests makes it)")
+    if python is None:
+        raise LocalBuildError(f"--develop --native needs a Python with py-rattler-build and py-rattler; {fix}",
+                              EXIT_PREFLIGHT)
+    try:
+        proc = subprocess.run([python, "-c", "import rattler, rattler_build"], capture_output=True,
+                              text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise LocalBuildError(f"--develop --native: cannot run {python} ({err}); {fix}", EXIT_PREFLIGHT) from None
+    if proc.returncode != 0:
+        raise LocalBuildError(f"--develop --native: {python} cannot import rattler and rattler_build; {fix}",
+                              EXIT_PREFLIGHT)

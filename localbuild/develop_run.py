@@ -8,7 +8,8 @@ import shlex
 
 from .configs import CiConfig
 from .console import Console
-from .develop import check_folder, choose_python, describe, develop_folder, version_note
+from . import rattler
+from .develop import check_folder, check_native_python, choose_python, describe, develop_folder, version_note
 from .errors import EXIT_USAGE, LocalBuildError
 from .gpu_archs import check_arch_options_apply
 from .location import location_of
@@ -51,6 +52,8 @@ def run_develop(config: CiConfig, options: Options, args: argparse.Namespace, co
     from .lock import artifacts_lock
     from .runner import BuildInterrupted, run_plan
 
+    if plan.location == "native":
+        check_native_python(plan.env.get(rattler.PYTHON_VARIABLE))
     preflight.run_all([plan], request.engine, options.feedstock_root, options.cpu_count, args.min_free_gb,
                       request.tool, environ)
     console = Console()

@@ -169,3 +169,13 @@ def test_the_environment_comes_before_the_system_and_runs_what_it_linked():
     assert rocm["LD_LIBRARY_PATH"] == "/env/lib:/opt/rocm/lib"
     script = variables_script({"A": "1", "B": "two words"}, {"A": "1"})
     assert "export B='two words'" in script and "export A" not in script
+
+
+def test_native_without_py_rattler_is_one_line_before_anything_is_written(tmp_path):
+    fs = make_feedstock(tmp_path)
+    tree = checkout(tmp_path / "pytorch")
+    proc = fs.run(CPU, "--native", "--develop", str(tree), "--min-free-gb", "0",
+                  env=fs.env(RATTLER_BUILD_PYTHON="/bin/false"))   # a "Python" that imports nothing
+    assert proc.returncode == 3, proc.stderr
+    assert "cannot import rattler and rattler_build" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert not (fs.root / "build_artifacts" / "develop").exists()
