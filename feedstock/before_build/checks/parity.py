@@ -261,9 +261,9 @@ def rattler_outputs(recipe, config: Path, cache: RenderCache | None = None) -> l
     """recipe.yaml's outputs for one job, as rattler-build renders them (kept in `cache`)."""
     if cache is None:
         return _rattler_outputs(recipe, config)
-    rows = cache.get(["job", config.name, config.read_text(encoding="utf-8", errors="replace")],
-                     lambda: [dataclasses.asdict(out) for out in _rattler_outputs(recipe, config)])
-    return [Comparable(**row) for row in rows]
+    return cache.get(["job", config.name, config.read_text(encoding="utf-8", errors="replace")],
+                     lambda: [dataclasses.asdict(out) for out in _rattler_outputs(recipe, config)],
+                     lambda rows: [Comparable(**row) for row in rows])
 
 
 def _rattler_outputs(recipe, config: Path) -> list[Comparable]:
@@ -388,8 +388,9 @@ def _rattler_builds(recipe, platform: Platform, variants: list[Variant],
         builds = _render_builds(recipe, platform, variants)
         return {"outputs": {name: sorted(found) for name, found in builds.outputs.items()}, "error": builds.error}
 
-    data = cache.get(["platform", platform.subdir, json.dumps(variants, sort_keys=True, default=str)], render)
-    return _PlatformBuilds({name: set(found) for name, found in data["outputs"].items()}, data["error"])
+    return cache.get(["platform", platform.subdir, json.dumps(variants, sort_keys=True, default=str)], render,
+                     lambda data: _PlatformBuilds({name: set(found) for name, found in data["outputs"].items()},
+                                                  str(data["error"])))
 
 
 def _render_builds(recipe, platform: Platform, variants: list[Variant]) -> _PlatformBuilds:

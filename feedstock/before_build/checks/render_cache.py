@@ -66,18 +66,24 @@ class RenderCache:
             return {}   # none yet, or unreadable: rendered again and written anew
         return data if isinstance(data, dict) else {}
 
-    def get(self, parts: list[str], render: Callable[[], Any]) -> Any:
-        """The cached result for these inputs, else render() (kept for the next run)."""
+    def get(self, parts: list[str], render: Callable[[], Any], read: Callable[[Any], Any] = lambda v: v) -> Any:
+        """read() of the cached result for these inputs, else of render() (kept for the next
+        run); a cached value that read() cannot take (a hand-edited file) is rendered again."""
         key = hashlib.sha256("\0".join(parts).encode()).hexdigest()
         if self.enabled and key in self.entries:
-            self.hits += 1
-            return self.entries[key]
+            try:
+                value = read(self.entries[key])
+            except (TypeError, KeyError, ValueError, AttributeError):
+                pass
+            else:
+                self.hits += 1
+                return value
         self.misses += 1
         value = render()
         if self.enabled:
             self.entries[key] = value
             self._changed = True
-        return value
+        return read(value)
 
     def save(self) -> None:
         """Write the results (if any are new) and keep the newest KEEP files; a cache that

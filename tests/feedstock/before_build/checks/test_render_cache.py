@@ -65,6 +65,11 @@ def test_a_broken_cache_file_is_rendered_over(feedstock_copy, cache):
     report = one_job(feedstock_copy)
     assert report.rendered == 1 and report.differences == first.differences
     assert one_job(feedstock_copy).rendered == 0
+    # a hand-edited entry of the wrong shape: rendered again, never a traceback
+    text = file.read_text()
+    file.write_text(text.replace('"build_number"', '"no_such_field"'))
+    again = one_job(feedstock_copy)
+    assert again.rendered == 1 and again.differences == first.differences
 
 
 def test_the_switch_turns_it_off(feedstock_copy, cache, monkeypatch):
