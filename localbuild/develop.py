@@ -20,7 +20,7 @@ import subprocess
 from pathlib import Path
 
 from .configs import CiConfig
-from .errors import EXIT_PREFLIGHT, EXIT_USAGE, LocalBuildError
+from .errors import EXIT_USAGE, LocalBuildError
 
 DEVELOP_FOLDER = "develop"
 STAMP = "develop.json"   # written by localbuild/in_container/develop.py
@@ -151,7 +151,7 @@ def develop_folder(artifacts: Path, config: str, python: str) -> Path:
     return artifacts / DEVELOP_FOLDER / f"{config}-{python}"
 
 
-def check_folder(folder: Path, tree: Path, config: str = "", python: str = "") -> None:
+def check_folder(folder: Path, tree: Path, config: str, python: str) -> None:
     """A develop folder holds one checkout's build for one config and Python: another's is
     refused (one line)."""
     stamp = folder / STAMP
@@ -159,12 +159,11 @@ def check_folder(folder: Path, tree: Path, config: str = "", python: str = "") -
         return
     try:
         data = json.loads(stamp.read_text(encoding="utf-8"))
-        recorded = data.get("source")
-        made_for = (data.get("config") or config, data.get("python") or python)
+        recorded, made_for = data.get("source"), (data.get("config"), data.get("python"))
     except (OSError, ValueError, AttributeError):
         raise LocalBuildError(f"{stamp} is unreadable; remove {folder} to start this develop build "
                               "over", EXIT_USAGE) from None
-    if made_for != (config or made_for[0], python or made_for[1]):
+    if all(made_for) and made_for != (config, python):
         raise LocalBuildError(f"{folder} holds a build for {made_for[0]} and Python {made_for[1]}, not "
                               f"{config} and {python}; remove {folder} (a copied or renamed develop "
                               "folder cannot be reused)", EXIT_USAGE)
@@ -232,20 +231,3 @@ def _toolchain_lines(folder: Path, prefix: Path) -> list[str]:
         lines.insert(1, "  include order: " + " -> ".join(shlex.quote(i) for i in includes))
     return lines
 
-
-def check_native_python(python: str | None) -> None:
-    """--develop --native makes its environment with py-rattler-build and py-rattler in a Python
-    of this machine (RATTLER_BUILD_PYTHON, or the feedstock's .venv): one line (exit 3) without."""
-    fix = ("set RATTLER_BUILD_PYTHON to a Python with both (pip install py-rattler-build py-rattler), "
-           "or create the feedstock's .venv (devtools/run-tests makes it)")
-    if python is None:
-        raise LocalBuildError(f"--develop --native needs a Python with py-rattler-build and py-rattler; {fix}",
-                              EXIT_PREFLIGHT)
-    try:
-        proc = subprocess.run([python, "-c", "import rattler, rattler_build"], capture_output=True,
-                              text=True, timeout=120)
-    except (OSError, subprocess.TimeoutExpired) as err:
-        raise LocalBuildError(f"--develop --native: cannot run {python} ({err}); {fix}", EXIT_PREFLIGHT) from None
-    if proc.returncode != 0:
-        raise LocalBuildError(f"--develop --native: {python} cannot import rattler and rattler_build; {fix}",
-                              EXIT_PREFLIGHT)

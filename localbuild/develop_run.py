@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import shlex
 
 from .configs import CiConfig
 from .console import Console
-from . import rattler
-from .develop import check_folder, check_native_python, choose_python, describe, develop_folder, version_note
+from .develop import check_folder, choose_python, describe, version_note
 from .errors import EXIT_USAGE, LocalBuildError
 from .gpu_archs import check_arch_options_apply
-from .location import location_of
 from .options import Options
 from .ownership import hand_back, host_user_id
 from .plan import make_plan
@@ -24,36 +21,30 @@ def run_develop(config: CiConfig, options: Options, args: argparse.Namespace, co
     request = options.request
     tree = request.develop
     python, how = choose_python(config, request.pythons)
-    folder = develop_folder(options.artifacts, config.name, python)
-    check_folder(folder, tree, config.name, python)
     check_arch_options_apply({config.gpu[0]}, args.cuda_arch, args.rocm_arch)
     options = dataclasses.replace(options, request=dataclasses.replace(request, pythons=(python,)))
     plan = make_plan(config, options, environ)
     if plan.skip_reason:
         raise LocalBuildError(f"{config.name}: {plan.skip_reason}", EXIT_USAGE)
+    folder = plan.develop_folder
+    check_folder(folder, tree, config.name, python)
     try:
         note = version_note(tree, recipe_version(options.feedstock_root / "recipe" / "recipe.yaml",
                                                  "recipe/recipe.yaml"))
     except LocalBuildError:
         note = None
     if args.dry_run:
+        from .dryrun import environment_lines, where_and_how
+
         print(f"== {plan.name}: {config.description()} (--develop{' --shell' if request.shell else ''})")
-        print(f"location:     {location_of(plan).describe(options)}")
-        if plan.image:
-            print(f"image:        {plan.image}")
-        print(f"command:      {shlex.join(plan.command)}")
-        for line in describe(folder, tree, python, how, note):
+        for line in [*where_and_how(plan, options), *describe(folder, tree, python, how, note),
+                     *environment_lines(plan)]:
             print(line)
-        print("environment:")
-        for key, value in plan.env.items():
-            print(f"  {key}={value}")
         return 0
     from . import preflight
     from .lock import artifacts_lock
     from .runner import BuildInterrupted, run_plan
 
-    if plan.location == "native":
-        check_native_python(plan.env.get(rattler.PYTHON_VARIABLE))
     preflight.run_all([plan], request.engine, options.feedstock_root, options.cpu_count, args.min_free_gb,
                       request.tool, environ)
     console = Console()

@@ -97,17 +97,12 @@ def print_plans(plans: list[BuildPlan], options: Options, batch: BatchOptions,
         if not will_run(plan, batch.force):  # the batch's own test, so the plan cannot differ
             write(f"skipped:      already built ({plan.marker} exists; --force rebuilds)")
             continue
-        write(f"location:     {location_of(plan).describe(options)}")
-        if plan.image:
-            write(f"image:        {plan.image}")
-        write(f"command:      {shlex.join(plan.command)}")
+        for line in where_and_how(plan, options):
+            write(line)
         if plan.tool_command:
             write(f"build tool:   {shlex.join(plan.tool_command)}")
-        write("environment:")
-        for key, value in plan.env.items():
-            write(f"  {key}={value}")
-        for key in plan.passed_by_name:
-            write(f"  {key}=<from your environment, --upload>")
+        for line in environment_lines(plan):
+            write(line)
         write(f"channels:     {plan.env.get('CHANNEL_SOURCES', '')}"
               + (" (--channel, instead of the config's channel_sources)" if options.request.channels else ""))
         if plan.derived_config:
@@ -134,6 +129,20 @@ def print_plans(plans: list[BuildPlan], options: Options, batch: BatchOptions,
     for line in batch_steps(plans, options, batch):
         write(line)
     write("dry run: nothing was started or written")
+
+
+def where_and_how(plan: BuildPlan, options: Options) -> list[str]:
+    """The plan's location, image and command."""
+    lines = [f"location:     {location_of(plan).describe(options)}"]
+    if plan.image:
+        lines.append(f"image:        {plan.image}")
+    return lines + [f"command:      {shlex.join(plan.command)}"]
+
+
+def environment_lines(plan: BuildPlan) -> list[str]:
+    """What the build gets in its environment (secrets by name only)."""
+    return (["environment:"] + [f"  {key}={value}" for key, value in plan.env.items()]
+            + [f"  {key}=<from your environment, --upload>" for key in plan.passed_by_name])
 
 
 def source_lines(plan: BuildPlan, options: Options) -> list[str]:

@@ -49,25 +49,35 @@ def build_command(runner: list[str], recipe_root: str, config_file: str, artifac
             *(["--test", "skip"] if skip_tests else [])]
 
 
-def check_native(feedstock_root: Path, environ: dict[str, str]) -> None:
-    """One line and exit 3 when --native --tool rattler-build has nothing to run."""
+def check_native(feedstock_root: Path, environ: dict[str, str], develop: bool = False) -> None:
+    """One line and exit 3 when --native --tool rattler-build has nothing to run. --develop makes
+    its environment with py-rattler too, in a Python of this machine: the executable is not enough."""
     if not (feedstock_root / "recipe" / "recipe.yaml").is_file():
         raise LocalBuildError("--tool rattler-build needs recipe/recipe.yaml, which this feedstock "
                               "lacks; build with --tool conda-build", EXIT_PREFLIGHT)
-    runner, python = native_runner(feedstock_root, environ)
+    if develop:
+        python, modules = native_python(feedstock_root, environ), "rattler, rattler_build"
+    else:
+        runner, python = native_runner(feedstock_root, environ)
+        modules = "rattler_build.cli_api"
     if python is None:
-        if shutil.which("rattler-build", path=environ.get("PATH")):
+        if not develop and shutil.which("rattler-build", path=environ.get("PATH")):
             return
         found = "no Python with py-rattler-build (set RATTLER_BUILD_PYTHON or create .venv)"
     else:
         try:
-            proc = subprocess.run([python, "-c", "import rattler_build.cli_api"],
+            proc = subprocess.run([python, "-c", f"import {modules}"],
                                   capture_output=True, text=True, timeout=120)
             if proc.returncode == 0:
                 return
-            found = f"{python} cannot import rattler_build"
-        except OSError as err:
-            found = f"cannot run {python} ({err.strerror})"
+            found = f"{python} cannot import {modules.replace(', ', ' and ')}"
+        except (OSError, subprocess.TimeoutExpired) as err:
+            found = f"cannot run {python} ({getattr(err, 'strerror', None) or err})"
+    if develop:
+        raise LocalBuildError(
+            f"--develop --native needs a Python with py-rattler-build and py-rattler; {found}: set "
+            "RATTLER_BUILD_PYTHON to one (pip install py-rattler-build py-rattler), or create the "
+            "feedstock's .venv (devtools/run-tests makes it)", EXIT_PREFLIGHT)
     raise LocalBuildError(
         f"--native --tool rattler-build needs rattler-build on PATH or a Python with "
         f"py-rattler-build; {found}: install one (`conda install rattler-build`, or "

@@ -32,13 +32,18 @@ import subprocess
 import sys
 from pathlib import Path
 
+FEEDSTOCK_ROOT = Path(os.environ.get("FEEDSTOCK_ROOT") or Path(__file__).resolve().parents[2])
+sys.path.insert(0, str(FEEDSTOCK_ROOT))   # common/: the atomic writer and the driver's loader
+
+from common.atomic_files import write_atomically  # noqa: E402
+from common.driver import driver_module  # noqa: E402
+
 OWN_PACKAGES = frozenset({"libtorch", "libtorch-split", "libtorch-cuda-linalg", "pytorch"})
 STAMP = "develop.json"
-VARIANT_FOR_DRIVER = ("gpu_backend", "blas_impl", "cuda_compiler_version", "rocm_version",
-                      "target_platform", "megabuild", "arm_variant_type")
-DRIVER_INPUTS = ("CPU_COUNT", "FEEDSTOCK_MAX_JOBS", "FEEDSTOCK_HEAVY_JOBS", "FEEDSTOCK_CUDA_ARCH_LIST",
-                 "FEEDSTOCK_ROCM_ARCH", "FEEDSTOCK_COMPILE_CACHE", "FEEDSTOCK_COMPILE_CACHE_READ_ONLY",
-                 "CCACHE_DIR", "ROCM_PATH", "HIP_PLATFORM")
+# what the driver reads besides the variant (the variant's keys are its own, context.VARIANT_KEYS):
+# the flags' overrides (overrides.FLAG_VARIABLES; never a secret: the rebuild script is a file)
+# and where ROCm is
+MACHINE_INPUTS = ("CPU_COUNT", "ROCM_PATH", "HIP_PLATFORM")
 
 
 class DevelopError(Exception):
@@ -171,17 +176,17 @@ def activation(prefix: Path) -> str:
     ])
 
 
-def driver_script(folder: Path, prefix: Path, source: Path, recipe: Path, variant: dict[str, str],
-                  variables_only: bool = False) -> str:
+def driver_script(folder: Path, prefix: Path, source: Path, recipe: Path, variant: dict[str, str]) -> str:
     """bash: activate, then `python -m megabuild` with the develop step's inputs."""
-    inputs = {"SRC_DIR": str(source), "PYTHON": str(prefix / "bin" / "python"), "PKG_NAME": "develop",
+    inputs = {"SRC_DIR": str(source), "PYTHON": str(prefix / "bin" / "python"),
+              "PKG_NAME": driver_module(FEEDSTOCK_ROOT, "steps").DEVELOP_STEP,
               "MEGABUILD_BUILD_DIR": str(folder / "build"), "MEGABUILD_STAGE_DIR": str(folder / "stage"),
               "MEGABUILD_WORK_DIR": str(folder / "work"),
               "PYTHONPYCACHEPREFIX": str(folder / "work" / "pycache")}
-    inputs.update({k: variant[k] for k in VARIANT_FOR_DRIVER if variant.get(k) not in (None, "")})
-    inputs.update({k: os.environ[k] for k in DRIVER_INPUTS if os.environ.get(k)})
-    if variables_only:
-        inputs["MEGABUILD_DEVELOP_VARIABLES_ONLY"] = "1"
+    inputs.update({k: variant[k] for k in driver_module(FEEDSTOCK_ROOT, "context").VARIANT_KEYS
+                   if variant.get(k) not in (None, "")})
+    passed = (*driver_module(FEEDSTOCK_ROOT, "overrides").FLAG_VARIABLES, *MACHINE_INPUTS)
+    inputs.update({k: os.environ[k] for k in passed if os.environ.get(k)})
     exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(inputs.items()))
     return "\n".join(["#!/usr/bin/env bash", "# the develop build (build-locally.py --develop): run it again after an edit",
                       "set -euo pipefail", activation(prefix), f"export {exports}",
@@ -202,26 +207,21 @@ def shell_rc(folder: Path, prefix: Path, source: Path) -> str:
 
 
 def write_file(path: Path, text: str, mode: int = 0o644) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    tmp.chmod(mode)
-    os.replace(tmp, path)
+    write_atomically(path, text)
+    path.chmod(mode)
 
 
 # -- the run ----------------------------------------------------------------------------------------
 
-def prepare(folder: Path, source: Path, python: str, location: str) -> tuple[Path, dict]:
-    """The environment, current; returns (prefix, the variant)."""
-    recipe_root = Path(os.environ["RECIPE_ROOT"])
+def prepare(folder: Path, source: Path, python: str, location: str, recipe_root: Path) -> tuple[Path, dict]:
+    """The environment, current; returns (prefix, the variant). build-locally.py has refused a
+    folder of another checkout, config or Python before it started this."""
     specs, variant = rendered_requirements(recipe_root / "recipe.yaml", Path(os.environ["CONFIG_FILE"]))
     channels = [c for c in os.environ.get("CHANNEL_SOURCES", "").split(",") if c]
     new = {"config": os.environ.get("CONFIG", ""), "python": python, "source": str(source),
            "specs": specs, "channels": channel_digests(channels), "location": location}
     stamp = folder / STAMP
     old = json.loads(stamp.read_text()) if stamp.is_file() else {}
-    if old and old.get("source") != str(source):
-        raise DevelopError(f"{folder} holds the build of {old.get('source')}, not {source}; remove "
-                           f"{folder} to build {source} here, or develop {old.get('source')}")
     prefix = folder / "env"
     reasons = stale_reasons(old, new)
     if reasons:
@@ -240,9 +240,10 @@ def main() -> int:
     source = Path(os.environ["DEVELOP_SOURCE"])
     folder = Path(os.environ["DEVELOP_DIR"])
     location = "natively" if os.environ.get("LOCALBUILD_NATIVE") == "1" else "in a container"
+    recipe = Path(os.environ["RECIPE_ROOT"])
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        prefix, variant = prepare(folder, source, os.environ["DEVELOP_PYTHON"], location)
+        prefix, variant = prepare(folder, source, os.environ["DEVELOP_PYTHON"], location, recipe)
     except DevelopError as err:
         print(f"develop: error: {err}", file=sys.stderr, flush=True)
         return err.code
@@ -253,16 +254,16 @@ def main() -> int:
     except OSError as err:   # a folder that cannot be written, a disk that is full
         print(f"develop: error: {err.filename or folder}: {err.strerror or err}", file=sys.stderr, flush=True)
         return 1
-    recipe = Path(os.environ["RECIPE_ROOT"])
-    write_file(folder / "rebuild", driver_script(folder, prefix, source, recipe, variant), 0o755)
+    rebuild = folder / "rebuild"
+    write_file(rebuild, driver_script(folder, prefix, source, recipe, variant), 0o755)
     if os.environ.get("DEVELOP_SHELL") == "1":
-        variables = folder / "work" / "variables"
-        write_file(variables, driver_script(folder, prefix, source, recipe, variant, variables_only=True), 0o755)
-        if subprocess.run(["bash", str(variables)]).returncode != 0:
+        # the driver writes the variables it builds with, and stops there
+        only = driver_module(FEEDSTOCK_ROOT, "develop").VARIABLES_ONLY
+        if subprocess.run(["bash", str(rebuild)], env={**os.environ, only: "1"}).returncode != 0:
             return 1
         write_file(folder / "shellrc", shell_rc(folder, prefix, source))
         return subprocess.run(["bash", "--rcfile", str(folder / "shellrc"), "-i"]).returncode
-    code = subprocess.run(["bash", str(folder / "rebuild")]).returncode
+    code = subprocess.run(["bash", str(rebuild)]).returncode
     if code == 0 and os.environ.get("DONE_MARKER"):
         (folder / os.environ["DONE_MARKER"]).touch()
     return code

@@ -45,7 +45,8 @@ class NativeLocation:
     def check(self, plans: list["BuildPlan"], engine: "Engine", feedstock_root: Path, tool: str | None,
               environ: dict[str, str]) -> None:
         if tool == "rattler-build":
-            rattler.check_native(feedstock_root, environ)
+            rattler.check_native(feedstock_root, environ,
+                                 develop=any(plan.develop_folder is not None for plan in plans))
         else:
             check_native_tool(feedstock_root)
 

@@ -39,7 +39,6 @@ from .frontend import Frontend, check_frontend, select_frontend
 from .hipify import run_hipify
 from .python_target import PythonTarget
 
-STEP_NAME = "develop"
 VARIABLES_FILE = "build-env.sh"
 VARIABLES_ONLY = "MEGABUILD_DEVELOP_VARIABLES_ONLY"
 ROCM_LIB_DIRS = ("lib",)

@@ -67,9 +67,9 @@ def test_a_develop_folder_of_another_checkout_is_refused(tmp_path):
     folder = tmp_path / "folder"
     folder.mkdir()
     (folder / "develop.json").write_text('{"source": "/elsewhere/pytorch"}')
-    check_folder(folder, Path("/elsewhere/pytorch"))
+    check_folder(folder, Path("/elsewhere/pytorch"), "cpu_job", "3.12")
     with pytest.raises(LocalBuildError, match="holds the build of /elsewhere/pytorch, not /mine"):
-        check_folder(folder, Path("/mine"))
+        check_folder(folder, Path("/mine"), "cpu_job", "3.12")
     (folder / "develop.json").write_text('{"source": "/src", "config": "cpu_job", "python": "3.12"}')
     check_folder(folder, Path("/src"), "cpu_job", "3.12")
     with pytest.raises(LocalBuildError, match="holds a build for cpu_job and Python 3.12, not cuda_job and 3.12"):
@@ -173,6 +173,7 @@ def test_the_environment_comes_before_the_system_and_runs_what_it_linked():
 
 def test_native_without_py_rattler_is_one_line_before_anything_is_written(tmp_path):
     fs = make_feedstock(tmp_path)
+    (fs.root / "recipe" / "recipe.yaml").write_text("# the stub feedstock's: checked to exist first\n")
     tree = checkout(tmp_path / "pytorch")
     proc = fs.run(CPU, "--native", "--develop", str(tree), "--min-free-gb", "0",
                   env=fs.env(RATTLER_BUILD_PYTHON="/bin/false"))   # a "Python" that imports nothing
