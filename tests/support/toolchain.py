@@ -160,15 +160,16 @@ def python_build_tag(py: str) -> str:
     return f"cp{python_series(py).replace('.', '')}t" if py.endswith("t") else "cpython"
 
 
-def python_output(version: str, interpreter: Path, free_threaded: bool = False) -> dict:
+def python_output(version: str, interpreter: Path, py: str) -> dict:
     """`python`: a virtual environment of the pyenv interpreter, copied into $PREFIX.
 
     Like conda-forge's python (whose run_exports add `python_abi x.y`), anything built against
-    it must run on the same x.y: its run_exports pin `python >=x.y,<x.(y+1)`."""
+    it must run on the same x.y: its run_exports pin `python >=x.y,<x.(y+1)`. `py`: the label the
+    channel's Pythons go by (3.12, or 3.13t for a free-threaded one)."""
     home = interpreter.resolve().parent
     short = ".".join(version.split(".")[:2])
     out = recipe_output(
-        "python", version, f"local_0_{python_build_tag(short + ('t' if free_threaded else ''))}",
+        "python", version, f"local_0_{python_build_tag(py)}",
         [f'"{interpreter}" -m venv --copies --without-pip "$PREFIX"',
          'rm -f "$PREFIX"/bin/activate* "$PREFIX"/bin/Activate.ps1'],
         f"CPython {version} of this machine ({home.parent}) as a conda python: a virtual "
@@ -299,7 +300,7 @@ def download_wheels(pins: dict[str, str], pythons: list[str], dest: Path) -> dic
             # a free-threaded Python (3.13t) takes the cp313t wheels and the pure ones; not every
             # pin has a cp313t wheel, and a missing one matters only if the recipe needs it
             # (build_toolchain_channel then says which)
-            base += ["--implementation", "cp", "--abi", f"cp{python_series(py).replace('.', '')}t", "--abi", "none"]
+            base += ["--implementation", "cp", "--abi", python_build_tag(py), "--abi", "none"]
             for req in reqs:
                 _run([*base, req], timeout=900)
         else:
@@ -405,7 +406,7 @@ def build_toolchain_channel(work: Path, pythons: dict[str, Path], recipe: Path,
     recipes: list[tuple[str, list[dict]]] = []
     for py, exe in sorted(pythons.items()):
         full = _run([exe, "-c", "import platform; print(platform.python_version())"]).stdout.strip()
-        recipes.append((f"toolchain-python{py.replace('.', '')}", [python_output(full, exe, py.endswith("t"))]))
+        recipes.append((f"toolchain-python{py.replace('.', '')}", [python_output(full, exe, py)]))
     for py in sorted(pythons):
         recipes.append((f"toolchain-wheels-py{py.replace('.', '')}",
                         [wheel_output(name, pins[name], wheels[(name, py)], pip_wheel, py,
