@@ -379,11 +379,7 @@ def _meta_builds(feedstock: Feedstock, platform: Platform, variants: list[Varian
     return builds
 
 
-def _rattler_builds(recipe, platform: Platform, variants: list[Variant],
-                    cache: RenderCache | None = None) -> _PlatformBuilds:
-    if cache is None:
-        return _render_builds(recipe, platform, variants)
-
+def _rattler_builds(recipe, platform: Platform, variants: list[Variant], cache: RenderCache) -> _PlatformBuilds:
     def render() -> dict:
         builds = _render_builds(recipe, platform, variants)
         return {"outputs": {name: sorted(found) for name, found in builds.outputs.items()}, "error": builds.error}
@@ -448,7 +444,7 @@ def compare_platform(platform: Platform, variants: list[Variant], ours: _Platfor
     return lines
 
 
-def platform_skips(feedstock: Feedstock, recipe, report: ParityReport, cache: RenderCache | None = None) -> None:
+def platform_skips(feedstock: Feedstock, recipe, report: ParityReport, cache: RenderCache) -> None:
     """Compare, on every known platform, which outputs each recipe builds (adds to ``report``)."""
     first = feedstock.platforms()[0] if feedstock.platforms() else Platform("linux-64")
     fallback = platform_variants(feedstock, first, None)[0]

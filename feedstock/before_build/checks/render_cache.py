@@ -52,10 +52,12 @@ class RenderCache:
     def __init__(self, recipe_text: bytes, folder: Path | None = None) -> None:
         self.enabled = os.environ.get(DISABLE, "") not in ("1", "true", "yes")
         self.folder = folder or cache_root() / "parity-renders"
-        seed = hashlib.sha256(b"%d\0" % FORMAT + recipe_text + b"\0" + _tool_version().encode()
-                              + b"\0" + _code_digest().encode())
-        self.file = self.folder / f"{seed.hexdigest()[:32]}.json"
-        self.entries: dict[str, Any] = self._load() if self.enabled else {}
+        self.entries: dict[str, Any] = {}
+        if self.enabled:   # the code's digest reads every module: only for a cache in use
+            seed = hashlib.sha256(b"%d\0" % FORMAT + recipe_text + b"\0" + _tool_version().encode()
+                                  + b"\0" + _code_digest().encode())
+            self.file = self.folder / f"{seed.hexdigest()[:32]}.json"
+            self.entries = self._load()
         self.hits = self.misses = 0
         self._changed = False
 
