@@ -162,7 +162,7 @@ def realbuild_toolchain(tmp_path_factory: pytest.TempPathFactory, cpythons: dict
 
 
 @pytest.fixture(scope="session")
-def wheelbuild(realbuild_toolchain: dict, torch_wheel: Path, pytorch_cmakecache_dir: Path,
+def wheelbuild(torch_wheel: Path, pytorch_cmakecache_dir: Path, realbuild_toolchain: dict,
                tmp_path_factory: pytest.TempPathFactory) -> dict:
     """pytorch-cpu 2.13.0 from the real CPU wheel (a feedstock copy bumped back to 2.13.0), built by
     rattler-build and installed by rattler
@@ -182,8 +182,26 @@ def wheelbuild(realbuild_toolchain: dict, torch_wheel: Path, pytorch_cmakecache_
 
 
 @pytest.fixture(scope="session")
-def cudawheel(realbuild_toolchain: dict, cuda_torch_wheel: Path, pytorch_cmakecache_dir: Path,
-              tmp_path_factory: pytest.TempPathFactory) -> dict:
+def cuda_chain_ahead(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """The NVIDIA and nvcc packages, made before this worker waits on the toolchain channel
+    (tests/support/ahead.py): a look at their caches on a warm machine. Returns what was made."""
+    from tests.support import ahead
+    from tests.support.shared_fixture import build_once
+    from tests.support.toolchain import ToolchainUnavailable
+
+    def build(work: Path) -> list[str]:
+        try:
+            return [name for name, make in (("nvidia", ahead.nvidia_packages), ("nvcc", ahead.nvcc_package))
+                    if make(work)]
+        except ToolchainUnavailable:
+            return []   # the fixture that needs them says why, where it is used
+
+    return build_once(tmp_path_factory, "cuda-chain-ahead", build)
+
+
+@pytest.fixture(scope="session")
+def cudawheel(cuda_torch_wheel: Path, cuda_chain_ahead: list[str], pytorch_cmakecache_dir: Path,
+              realbuild_toolchain: dict, tmp_path_factory: pytest.TempPathFactory) -> dict:
     """pytorch-gpu 2.14.1 (CUDA 13.0) from the real cu130 wheel, installed with __cuda=13.0.
     Built once for the run."""
     from tests.realbuild.real_packages import WrongNvcc, cuda_wheel_packages
@@ -241,7 +259,10 @@ def rocmbuild(realbuild_toolchain: dict, torch_wheel: Path, tmp_path_factory: py
 # files share (the toolchain channel, the real CPU and CUDA packages, the image rig) is built once
 # for the run by whichever worker asks first; the other waits on a lock and loads the result
 # (tests/support/shared_fixture.py). The files that build or use those packages go first, so
-# both workers start on the long ones and the small files fill in around them.
+# both workers start on the long ones and the small files fill in around them. The fixtures ask
+# for what does not need the toolchain channel first (the wheels, the image bases, the NVIDIA
+# packages: tests/support/ahead.py), so on a fresh machine the worker that would wait for the
+# channel makes those meanwhile.
 # (xdist's loadgroup cannot be used: pytest 9 ignores the group suffix xdist 3.8 writes.)
 # A test that a true skipif marks (a tool missing here) does not count: a file of such tests
 # would take a turn and end at once, and its worker would then wait on the other's build instead

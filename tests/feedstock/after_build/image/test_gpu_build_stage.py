@@ -93,8 +93,11 @@ def gpu_image(request: pytest.FixtureRequest, cudawheel: dict, cpythons: dict[st
                         + "dependencies:\n  - pytorch-gpu\n  - python=3.11\n  - pip\n  - pip:\n"
                           "    - tiny-cuda-ext==0.1 --no-build-isolation\n")
     podman = private_podman(work / "podman")
+    # the package cache cudawheel installed its prefix from: the CUDA libraries (gigabytes) are
+    # unpacked there already, as for the matrix (test_dependents_matrix.py)
     built = build_and_load_env_image(podman, env_file, links, work / "out", "--host-python", str(cpythons["3.11"]),
-                                     "--cuda", "13.0", env={"TORCH_CUDA_ARCH_LIST": "9.0", "MAX_JOBS": "2"})
+                                     "--cuda", "13.0", "--pkgs-dir", str(cudawheel["work"] / "pkgs"),
+                                     env={"TORCH_CUDA_ARCH_LIST": "9.0", "MAX_JOBS": "2"})
     print(f"gpu image with the build stage: {built['seconds']:.0f}s")
     yield {"work": work, "out": work / "out", "podman": podman, **built}
     podman.remove_own()

@@ -1,0 +1,59 @@
+"""Work a worker does before it waits on the toolchain channel (tests/conftest.py).
+
+On a fresh machine one worker builds the toolchain channel (about 2.5 minutes) while the other
+waits on its lock with a core idle. What each chain needs soon after and the channel does not
+make is made first instead: the image bases (mmdebstrap) for the CPU chain, the repackaged
+NVIDIA and nvcc packages for the CUDA chain. Each goes into the machine cache it is read from
+later, so nothing is made twice; on a warm machine each is a look at that cache.
+"""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from tests.support.paths import cache_root
+
+IMAGE_TOOLS = ("mmdebstrap",)
+
+
+def packaged_before(kind: str) -> bool:
+    """Whether nvidia_wheels.cached_packages' cache of `kind` holds a complete entry: then the
+    machine has made these packages before, and the fixture that needs them places them itself."""
+    return any((cache_root() / kind).glob("*/complete"))
+
+
+def image_bases(host_python: Path) -> list[Path]:
+    """The runtime base and the CPU/CUDA build stage's base of the images built for `host_python`
+    (the same calls `python -m feedstock image` makes, so the same cached tars); none without
+    mmdebstrap (the image tests then skip and say why)."""
+    from feedstock.after_build.image.base import debian_base, runtime_packages
+    from feedstock.after_build.image.build_tools import toolset
+
+    if any(shutil.which(tool) is None for tool in IMAGE_TOOLS):
+        return []
+    build_tools = toolset("cpu", [])
+    return [debian_base([host_python]).path,
+            debian_base([host_python], (*runtime_packages("cpu"), *build_tools.debian), "build").path]
+
+
+def nvidia_packages(work: Path) -> bool:
+    """The NVIDIA runtime's packages (tests/support/nvidia_wheels.py) when the machine has none;
+    True when they were made here."""
+    from tests.support.nvidia_wheels import nvidia_channel
+
+    if packaged_before("nvidia-conda"):
+        return False
+    nvidia_channel(work / "nvidia-channel", work / "nvidia-work")
+    shutil.rmtree(work / "nvidia-work", ignore_errors=True)
+    return True
+
+
+def nvcc_package(work: Path) -> bool:
+    """nvcc's package (tests/support/nvcc_package.py) when the machine has none; True when made here."""
+    from tests.support.nvcc_package import nvcc_channel
+
+    if packaged_before("nvcc-conda"):
+        return False
+    nvcc_channel(work / "nvcc-channel", work / "nvcc-work")
+    shutil.rmtree(work / "nvcc-work", ignore_errors=True)
+    return True
