@@ -651,27 +651,32 @@ def _clean_key(case: Case) -> tuple:
     return (case.command, case.argv, case.feedstock)
 
 
-def clean_runs(cases: list[Case], scratch: Path, timeout: float) -> dict:
+def clean_runs(cases: list[Case], scratch: Path, timeout: float, jobs: int = 1) -> dict:
     """The clean run of every command that a same-meaning breakage is compared with, and of
-    every signalled command (its time and the tree it leaves)."""
+    every signalled command (its time and the tree it leaves); `jobs` at once."""
     wanted = {_clean_key(c): c for c in cases
               if c.how in SAME_MEANING or (c.target, c.how) in ACCEPTED or c.signal_at is not None}
-    found = {}
-    for index, (key, case) in enumerate(sorted(wanted.items(), key=lambda item: repr(item[0]))):
+
+    def clean_run(index: int, case: Case):
         base = scratch / f"clean-{index}"
         base.mkdir()
         tree, work = make_scratch(base)
-        if case.signal_at is None:
-            found[key] = run_command(Case(case.command, case.argv, feedstock=case.feedstock), tree, work, timeout)
-        else:
+        try:
+            if case.signal_at is None:
+                return run_command(Case(case.command, case.argv, feedstock=case.feedstock), tree, work, timeout)
             if case.target is not None:
                 break_file(Path(_fill(case.target, tree, work)) if "{work}" in case.target else tree / case.target,
                            case.how or "")
             started = time.monotonic()
             code, _ = run_command(case, tree, work, timeout)
-            found[key] = (time.monotonic() - started, code, _both(tree, work))
-        shutil.rmtree(base, ignore_errors=True)
-    return found
+            return time.monotonic() - started, code, _both(tree, work)
+        finally:
+            shutil.rmtree(base, ignore_errors=True)
+
+    ordered = sorted(wanted.items(), key=lambda item: repr(item[0]))
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        results = list(pool.map(lambda item: clean_run(item[0], item[1][1]), enumerate(ordered)))
+    return {key: result for (key, _), result in zip(ordered, results)}
 
 
 def _crashed(result: Result) -> bool:
@@ -697,7 +702,7 @@ def main(argv: list[str] | None = None) -> int:
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="bad-inputs-") as scratch_name:
         scratch = Path(scratch_name)
-        clean = clean_runs(cases, scratch, args.timeout)
+        clean = clean_runs(cases, scratch, args.timeout, args.jobs)
         bases = [scratch / f"case-{i}" for i in range(len(cases))]
         for base in bases:
             base.mkdir()

@@ -9,7 +9,7 @@ from ..render.selector_check import refuse_bad_selectors
 from ..render.variants import analyse_platform
 from .jobs import CiJob, platform_jobs
 from .support import Drift, compare, expected_files, leftovers, write_atomically
-from .workflow import WORKFLOW_PATH, expected_workflow, workflow_state
+from .workflow import WORKFLOW_PATH, expected_workflow, settings, workflow_state
 
 
 def compute_jobs(feedstock: Feedstock) -> list[CiJob]:
@@ -40,9 +40,10 @@ def check(root: Path) -> Drift:
     """What would change (.ci_support/ and the workflow); writes nothing."""
     feedstock = load_feedstock(root)
     refuse_bad_selectors(feedstock, "rerender --check wrote nothing")
+    checked = settings(feedstock)   # before the renders: a bad ci-runners.yml is its line at once
     jobs = compute_jobs(feedstock)
     drift = ci_drift(feedstock, jobs)
-    state = workflow_state(feedstock, expected_workflow(feedstock, jobs))
+    state = workflow_state(feedstock, expected_workflow(feedstock, jobs, checked))
     if state:
         drift.other[WORKFLOW_PATH] = state
     drift.leftovers = _leftovers(feedstock)
@@ -58,8 +59,11 @@ def rerender(root: Path) -> tuple[list[CiJob], Drift]:
     """Compute everything first (any error leaves .ci_support untouched), then write atomically."""
     feedstock = load_feedstock(root)
     refuse_bad_selectors(feedstock, "rerender wrote nothing")
+    # the workflow's settings before every variant's render: a bad ci-runners.yml or
+    # github_actions section is its one line at once, not after a second of rendering
+    checked = settings(feedstock)
     jobs = compute_jobs(feedstock)
-    workflow = expected_workflow(feedstock, jobs)
+    workflow = expected_workflow(feedstock, jobs, checked)
     expected = expected_files(jobs)
     for name in protected_files(feedstock):
         # keep the input file: pretend it is expected as it is

@@ -342,8 +342,9 @@ def _gpu_test_job(gpu_tests: list, config: WorkflowSettings) -> list[str]:
     ]
 
 
-def expected_workflow(feedstock: Feedstock, jobs: list[CiJob]) -> str:
-    return render_workflow(jobs, settings(feedstock), driver_gpu_backend(feedstock))
+def expected_workflow(feedstock: Feedstock, jobs: list[CiJob], checked: WorkflowSettings | None = None) -> str:
+    """The workflow for `jobs`; `checked`: settings(feedstock) read before the jobs were rendered."""
+    return render_workflow(jobs, checked or settings(feedstock), driver_gpu_backend(feedstock))
 
 
 def workflow_state(feedstock: Feedstock, expected: str) -> str | None:
