@@ -15,7 +15,15 @@ def image_bases(tmp_path_factory: pytest.TempPathFactory, cpythons: dict[str, Pa
     toolchain channel (tests/support/ahead.py): a look at their cache on a warm machine."""
     from tests.support.ahead import image_bases as make
 
-    return build_once(tmp_path_factory, "image-bases", lambda _: make(cpythons[PYTHON]))
+    def build(_: Path) -> list[Path]:
+        try:
+            return make(cpythons[PYTHON])
+        except Exception as err:   # noqa: BLE001 - only a head start: the image command makes
+            # the bases again and fails there with its own line, in the test that needs them
+            print(f"image bases not made ahead: {type(err).__name__}: {err}")
+            return []
+
+    return build_once(tmp_path_factory, "image-bases", build)
 
 
 @pytest.fixture(scope="package")
