@@ -183,8 +183,9 @@ def wheelbuild(torch_wheel: Path, pytorch_cmakecache_dir: Path, realbuild_toolch
 
 @pytest.fixture(scope="session")
 def cuda_chain_ahead(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
-    """The NVIDIA and nvcc packages, made before this worker waits on the toolchain channel
-    (tests/support/ahead.py): a look at their caches on a warm machine. Returns what was made."""
+    """The NVIDIA and nvcc packages and the 3.13t interpreter, made before this worker waits on
+    the toolchain channel (tests/support/ahead.py): a look at their caches on a warm machine.
+    Returns what was made."""
     from tests.realbuild.session import patchelf_on_path
     from tests.support import ahead
     from tests.support.shared_fixture import build_once
@@ -192,8 +193,10 @@ def cuda_chain_ahead(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     def build(work: Path) -> list[str]:
         try:
             patchelf_on_path()   # rattler-build relinks the NVIDIA libraries with it
-            return [name for name, make in (("nvidia", ahead.nvidia_packages), ("nvcc", ahead.nvcc_package))
-                    if make(work)]
+            # the 3.13t interpreter last: the free-threaded modules need it much later, and it
+            # fills what is left of the wait on the CPU chain's toolchain build
+            return [name for name, make in (("nvidia", ahead.nvidia_packages), ("nvcc", ahead.nvcc_package),
+                                            ("python3.13t", ahead.free_threaded_python)) if make(work)]
         except Exception as err:   # noqa: BLE001 - only a head start: the fixture that needs them
             # makes them again and fails there with its own error, in the test that needs them
             return [f"not made ahead: {type(err).__name__}: {err}"]

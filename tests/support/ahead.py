@@ -3,8 +3,9 @@
 On a fresh machine one worker builds the toolchain channel (about 2.5 minutes) while the other
 waits on its lock with a core idle. What each chain needs soon after and the channel does not
 make is made first instead: the image bases (mmdebstrap) for the CPU chain, the repackaged
-NVIDIA and nvcc packages for the CUDA chain. Each goes into the machine cache it is read from
-later, so nothing is made twice; on a warm machine each is a look at that cache.
+NVIDIA and nvcc packages and the 3.13t interpreter for the CUDA chain. Each goes into the
+machine cache it is read from later, so nothing is made twice; on a warm machine each is a look
+at that cache.
 """
 from __future__ import annotations
 
@@ -56,4 +57,16 @@ def nvcc_package(work: Path) -> bool:
         return False
     nvcc_channel(work / "nvcc-channel", work / "nvcc-work")
     shutil.rmtree(work / "nvcc-work", ignore_errors=True)
+    return True
+
+
+def free_threaded_python(work: Path) -> bool:
+    """The 3.13t interpreter (tests/support/free_threaded_python.py: Debian's source, about three
+    minutes of both cores) when the machine has none; True when built here."""
+    from tests.support import free_threaded_python as ft
+
+    if (ft.install_dir() / "complete").is_file():
+        return False
+    ft.free_threaded_python(work / "python313t-build")
+    shutil.rmtree(work / "python313t-build", ignore_errors=True)
     return True
