@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Callable
 
 from tests.support.paths import cache_root
 
@@ -37,27 +38,27 @@ def image_bases(host_python: Path) -> list[Path]:
             debian_base([host_python], (*runtime_packages("cpu"), *build_tools.debian), "build").path]
 
 
+def _packaged_once(kind: str, make: Callable[[Path, Path], object], work: Path, name: str) -> bool:
+    """make(channel, work) when the machine has no complete entry of `kind`; True when made here."""
+    if packaged_before(kind):
+        return False
+    make(work / f"{name}-channel", work / f"{name}-work")
+    shutil.rmtree(work / f"{name}-work", ignore_errors=True)
+    return True
+
+
 def nvidia_packages(work: Path) -> bool:
-    """The NVIDIA runtime's packages (tests/support/nvidia_wheels.py) when the machine has none;
-    True when they were made here."""
+    """The NVIDIA runtime's packages (tests/support/nvidia_wheels.py) when the machine has none."""
     from tests.support.nvidia_wheels import nvidia_channel
 
-    if packaged_before("nvidia-conda"):
-        return False
-    nvidia_channel(work / "nvidia-channel", work / "nvidia-work")
-    shutil.rmtree(work / "nvidia-work", ignore_errors=True)
-    return True
+    return _packaged_once("nvidia-conda", nvidia_channel, work, "nvidia")
 
 
 def nvcc_package(work: Path) -> bool:
-    """nvcc's package (tests/support/nvcc_package.py) when the machine has none; True when made here."""
+    """nvcc's package (tests/support/nvcc_package.py) when the machine has none."""
     from tests.support.nvcc_package import nvcc_channel
 
-    if packaged_before("nvcc-conda"):
-        return False
-    nvcc_channel(work / "nvcc-channel", work / "nvcc-work")
-    shutil.rmtree(work / "nvcc-work", ignore_errors=True)
-    return True
+    return _packaged_once("nvcc-conda", nvcc_channel, work, "nvcc")
 
 
 def free_threaded_python(work: Path) -> bool:
