@@ -15,9 +15,6 @@ from typing import Callable
 
 from tests.support.paths import cache_root
 
-IMAGE_TOOLS = ("mmdebstrap",)
-
-
 def packaged_before(kind: str) -> bool:
     """Whether nvidia_wheels.cached_packages' cache of `kind` holds a complete entry: then the
     machine has made these packages before, and the fixture that needs them places them itself."""
@@ -25,17 +22,17 @@ def packaged_before(kind: str) -> bool:
 
 
 def image_bases(host_python: Path) -> list[Path]:
-    """The runtime base and the CPU/CUDA build stage's base of the images built for `host_python`
-    (the same calls `python -m feedstock image` makes, so the same cached tars); none without
-    mmdebstrap (the image tests then skip and say why)."""
+    """The runtime base and the build stage's base of the cpu images built for `host_python`
+    (the functions `python -m feedstock image` calls, so the same cached tars; the gpu images'
+    are the same two); none without mmdebstrap (the image tests then skip and say why)."""
     from feedstock.after_build.image.base import debian_base, runtime_packages
+    from feedstock.after_build.image.build_stage import stage_base
     from feedstock.after_build.image.build_tools import toolset
 
-    if any(shutil.which(tool) is None for tool in IMAGE_TOOLS):
+    if shutil.which("mmdebstrap") is None:
         return []
-    build_tools = toolset("cpu", [])
-    return [debian_base([host_python]).path,
-            debian_base([host_python], (*runtime_packages("cpu"), *build_tools.debian), "build").path]
+    return [debian_base([host_python], runtime_packages("cpu")).path,
+            stage_base([host_python], toolset("cpu", [])).path]
 
 
 def _packaged_once(kind: str, make: Callable[[Path, Path], object], work: Path, name: str) -> bool:

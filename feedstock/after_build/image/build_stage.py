@@ -28,7 +28,7 @@ from pathlib import Path
 from ...errors import FeedstockError
 from .. import compile_cache as compiles
 from ..log_lines import first_error_line
-from .base import debian_base, runtime_packages
+from .base import Base, debian_base, runtime_packages
 from .build_tools import DEV_PREFIX, Toolset, install_dev
 from .container import check_python, command_in
 from .environment import PREFIX
@@ -64,6 +64,11 @@ def context_key(prefixes: list[Path], base_name: str, options: list[str], epoch:
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
 
 
+def stage_base(host_pythons: list[Path], tools: Toolset) -> Base:
+    """The build stage's base: the flavour's runtime packages and its compilers (cached)."""
+    return debian_base(host_pythons, (*runtime_packages(tools.flavour), *tools.debian), "build")
+
+
 def build_wheels(items: list[BuildItem], options: list[str], staging: Path, work: Path, engine: str,
                  find_links: Path | None, access: PipAccess, host_pythons: list[Path], epoch: int,
                  say, *, tools: Toolset, use_cache: bool = True, channels: list[str] = (),
@@ -72,7 +77,7 @@ def build_wheels(items: list[BuildItem], options: list[str], staging: Path, work
     """Build `items` into wheels against the environment in `staging` (or take them from the
     wheel cache), with the flavour's `tools` (build_tools.toolset); returns the wheels. With
     `compile_cache` (a folder), the compiles go through the build base's ccache."""
-    base = debian_base(host_pythons, (*runtime_packages(tools.flavour), *tools.debian), "build")
+    base = stage_base(host_pythons, tools)
     root = work / "build-root"
     unpack_layers([base.path], root)
     (root / "opt").mkdir(exist_ok=True)
