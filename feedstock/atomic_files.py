@@ -1,5 +1,6 @@
 """The feedstock's files written all or nothing (common.atomic_files, whose failures become one
-FeedstockError line saying what to do), and one writer of them at a time (`feedstock_lock`).
+FeedstockError line saying what to do), and one writer of them at a time, never beside a reader
+(`feedstock_lock`).
 """
 from __future__ import annotations
 
@@ -27,17 +28,20 @@ def _what_to_do(err: OSError) -> str:
 
 
 @contextlib.contextmanager
-def feedstock_lock(root: Path, command: str, say=print) -> Iterator[None]:
-    """One writer of the feedstock's files at a time: an exclusive flock on the feedstock
-    folder itself (no lock file to leave behind; the kernel drops it when the process ends).
-    A second writer waits, saying so, then computes from what the first one wrote."""
+def feedstock_lock(root: Path, command: str, say=print, *, shared: bool = False) -> Iterator[None]:
+    """One writer of the feedstock's files at a time: a flock on the feedstock folder itself (no
+    lock file to leave behind; the kernel drops it when the process ends). A writer holds it
+    exclusively; a command that only reads them (``shared``) holds it shared, so readers never
+    wait for each other, only for a writer, and never see a writer's files half replaced.
+    A command that must wait says so, then computes from what the writer wrote."""
     fd = os.open(root, os.O_RDONLY)
+    mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
     try:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, mode | fcntl.LOCK_NB)
         except BlockingIOError:
             say(f"{command}: another command is writing {root}; waiting for it to finish")
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            fcntl.flock(fd, mode)
         yield
     finally:
         os.close(fd)  # releases the lock

@@ -243,6 +243,19 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, previous)
 
 
+def _only_reads(args: argparse.Namespace) -> bool:
+    """The read-only forms of the commands that can write the feedstock's files."""
+    if args.command == "rerender":
+        return bool(args.check)
+    if args.command == "bump":
+        return bool(args.dry_run)
+    if args.command == "deps":
+        return not args.write_docs
+    if args.command == "patches":
+        return args.patches_command == "check"
+    return False
+
+
 def _main(argv: list[str] | None) -> int:
     try:
         parser = _parser()
@@ -254,9 +267,10 @@ def _main(argv: list[str] | None) -> int:
         parser.print_help()
         return 2
     try:
-        # the commands that write the feedstock's files: one at a time (a second one waits)
-        writes = args.command == "rerender" or args.command in maintainer_cli.COMMANDS
-        with feedstock_lock(args.feedstock_root, args.command, _note) if writes \
+        # the commands that write the feedstock's files: one at a time (a second one waits); their
+        # read-only forms (rerender --check, patches check, ...) only wait for a writer
+        locks = args.command == "rerender" or args.command in maintainer_cli.COMMANDS
+        with feedstock_lock(args.feedstock_root, args.command, _note, shared=_only_reads(args)) if locks \
                 and Path(args.feedstock_root).is_dir() else contextlib.nullcontext():
             if args.command == "rerender":
                 return _cmd_rerender(args.feedstock_root, args.check)

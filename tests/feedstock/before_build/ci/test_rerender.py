@@ -372,6 +372,28 @@ def test_a_second_writer_waits_for_the_first(feedstock_copy):
     assert "(12 written, 0 removed" in out
 
 
+def test_a_check_runs_beside_another_reader_and_waits_only_for_a_writer(feedstock_copy):
+    # before: `patches check` beside another read-only command on the same feedstock waited for it
+    # and said "another command is writing" (seen in a fresh CI run: a failed test)
+    holder = os.open(feedstock_copy, os.O_RDONLY)
+    try:
+        fcntl.flock(holder, fcntl.LOCK_SH)     # another reader, still at work
+        beside = run_feedstock_cli("rerender", "--check", root=feedstock_copy)
+        assert beside.returncode == 0, beside.stderr
+        assert "another command" not in beside.stderr, beside.stderr
+        fcntl.flock(holder, fcntl.LOCK_EX)     # now a writer
+        proc = subprocess.Popen([sys.executable, "-m", "feedstock", "--feedstock-root", str(feedstock_copy),
+                                 "rerender", "--check"], cwd=REPO_ROOT, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        time.sleep(3)
+        assert proc.poll() is None, proc.communicate()
+    finally:
+        os.close(holder)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert err.strip() == f"rerender: another command is writing {feedstock_copy}; waiting for it to finish"
+
+
 def test_a_killed_rerenders_temporary_files_fail_the_check_and_the_next_rerender_removes_them(feedstock_copy):
     """Issue 35: `kill -9` while rerender writes left `.ci_support/.<job>.yaml.*.tmp`; later
     rerenders kept them and --check said up to date."""
