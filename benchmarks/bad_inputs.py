@@ -680,9 +680,11 @@ def clean_runs(cases: list[Case], scratch: Path, timeout: float, jobs: int = 1) 
 
 
 def _crashed(result: Result) -> bool:
-    """Died of a signal, other than the SIGTERM a signalled case sent itself."""
-    sent = result.case.signal_at is not None and result.code == -signal.SIGTERM
-    return result.code < -1 and not sent
+    """Died of a signal, other than the way out judge_signalled accepts for a signalled case: the
+    SIGTERM it was sent, or Python's death by SIGINT after the interrupt (the interpreter ends a
+    KeyboardInterrupt so; judge_signalled checks its interrupted line)."""
+    stopped = result.case.signal_at is not None and result.code in (-signal.SIGTERM, -signal.SIGINT)
+    return result.code < -1 and not stopped
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -22,7 +22,7 @@ def test_the_corpus_finds_no_traceback_and_no_changed_tree():
     assert match, proc.stdout[-3000:] + proc.stderr[-2000:]
     tried, tracebacks, changed, hangs, crashes = map(int, match.groups())
     assert proc.returncode == 0, proc.stdout[-3000:]
-    assert tried >= 350 and tracebacks == 0 and changed == 0 and hangs == 0 and crashes == 0
+    assert tried >= 350 and tracebacks == 0 and changed == 0 and hangs == 0 and crashes == 0, proc.stdout[-3000:]
 
 
 def test_a_case_that_fails_is_named_and_counted(tmp_path):
@@ -69,3 +69,24 @@ def test_a_signalled_case_is_judged_on_its_exit_its_lines_and_what_it_left(tmp_p
     assert judge(130, "error: rerender interrupted\n", torn, finished, 0)[0] == "left tree/.ci_support/.job.yaml.x1.tmp"
     half = {"tree/.ci_support/job.yaml": "half-digest"}
     assert judge(130, "error: rerender interrupted\n", half, finished, 0)[0] == "left tree/.ci_support/job.yaml"
+
+
+def test_only_a_death_the_signals_judge_refuses_is_a_crash():
+    """The summary's crashes agree with judge_signalled: a signalled case that died of the SIGTERM
+    it was sent, or of Python's SIGINT after its interrupt, is not a crash (a CI run counted one
+    while the case itself passed); any other signal is, and so is any signal in a plain case."""
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        import bad_inputs
+    finally:
+        sys.path.pop(0)
+    plain = bad_inputs.Case("feedstock render", ("render", "x"), "recipe/meta.yaml", "non-utf8")
+    signalled = bad_inputs.Case("feedstock rerender", ("rerender",), signal_at=0.5)
+
+    def crashed(case, code):
+        return bad_inputs._crashed(bad_inputs.Result(case, code, ""))
+
+    assert not crashed(signalled, -15) and not crashed(signalled, -2)
+    assert crashed(signalled, -11) and crashed(signalled, -9)
+    assert crashed(plain, -2) and crashed(plain, -15) and crashed(plain, -11)
+    assert not crashed(plain, -1) and not crashed(plain, 2)
