@@ -517,6 +517,11 @@ def run_command(case: Case, tree: Path, work: Path, timeout: float) -> tuple[int
 SIGNAL_GRACE = 15.0
 
 
+# the deaths by signal a SIGTERM'd command may end by: the signal itself (before its handler was
+# set), or Python's own way out of a KeyboardInterrupt; judge_signalled and _crashed both use it
+STOPPED_BY_SIGNAL = (-signal.SIGTERM, -signal.SIGINT)
+
+
 def run_signalled(case: Case, tree: Path, work: Path, delay: float) -> tuple[int, str] | None:
     """The command, sent SIGTERM after `delay` seconds; None when it had ended by then."""
     command, cwd, env = _command(case, tree, work)
@@ -549,7 +554,7 @@ def judge_signalled(code: int, output: str, changed: dict[str, str | None],
         return "traceback", True
     if code == -1:
         return output, False
-    if code not in (130, -signal.SIGINT, -signal.SIGTERM, finished_code):
+    if code not in (130, *STOPPED_BY_SIGNAL, finished_code):
         return f"exit {code} after SIGTERM", False
     errors = [line for line in output.splitlines() if re.match(r"^([\w. -]+: )?error: |^build-locally: ", line)]
     # the interrupt is the last word (a command may have reported a failed item before it)
@@ -680,10 +685,9 @@ def clean_runs(cases: list[Case], scratch: Path, timeout: float, jobs: int = 1) 
 
 
 def _crashed(result: Result) -> bool:
-    """Died of a signal, other than the way out judge_signalled accepts for a signalled case: the
-    SIGTERM it was sent, or Python's death by SIGINT after the interrupt (the interpreter ends a
-    KeyboardInterrupt so; judge_signalled checks its interrupted line)."""
-    stopped = result.case.signal_at is not None and result.code in (-signal.SIGTERM, -signal.SIGINT)
+    """Died of a signal, other than the ways out judge_signalled accepts for a signalled case
+    (STOPPED_BY_SIGNAL; judge_signalled checks the interrupted line)."""
+    stopped = result.case.signal_at is not None and result.code in STOPPED_BY_SIGNAL
     return result.code < -1 and not stopped
 
 

@@ -247,13 +247,7 @@ def _only_reads(args: argparse.Namespace) -> bool:
     """The read-only forms of the commands that can write the feedstock's files."""
     if args.command == "rerender":
         return bool(args.check)
-    if args.command == "bump":
-        return bool(args.dry_run)
-    if args.command == "deps":
-        return not args.write_docs
-    if args.command == "patches":
-        return args.patches_command == "check"
-    return False
+    return maintainer_cli.only_reads(args)
 
 
 def _main(argv: list[str] | None) -> int:

@@ -15,6 +15,7 @@ from typing import Callable
 
 from tests.support.paths import cache_root
 
+
 def packaged_before(kind: str) -> bool:
     """Whether nvidia_wheels.cached_packages' cache of `kind` holds a complete entry: then the
     machine has made these packages before, and the fixture that needs them places them itself."""

@@ -75,6 +75,16 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     refresh.add_argument("--base", required=True, help="the release tag (or commit) the patches apply to")
 
 
+def only_reads(args: argparse.Namespace) -> bool:
+    """Whether this invocation only reads the feedstock's files (it then holds the feedstock's
+    lock shared: feedstock.atomic_files.feedstock_lock)."""
+    if args.command == "bump":
+        return bool(args.dry_run)
+    if args.command == "deps":
+        return not args.write_docs
+    return args.command == "patches" and args.patches_command == "check"
+
+
 def run(args: argparse.Namespace, root: Path) -> int:
     if args.command == "bump":
         return _bump(args, root)
