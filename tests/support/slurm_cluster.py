@@ -1,7 +1,12 @@
 """A real one-node Slurm 22.05 (Debian's slurmctld, slurmd, slurm-client) for the job-array tests
-and benchmark: no systemd, munge, cgroups or accounting, private ports, every state and spool
-folder under one work folder, clients pointed at it by SLURM_CONF. Stopped afterwards (jobs
-cancelled, `scontrol shutdown`, both daemons waited for), every wait bounded.
+and benchmark: no systemd, munge, cgroups or accounting, private ports, every state folder under
+one work folder, clients pointed at it by SLURM_CONF. Stopped afterwards (jobs cancelled,
+`scontrol shutdown`, both daemons waited for), every wait bounded.
+
+The spool folder is a short one of its own under /tmp (removed at the stop): slurmstepd makes
+each job step's Unix socket there, and a socket path has at most 108 bytes. Under a deep test
+folder a job never starts (`Unix socket path ... is too long (132 > 108)` in slurmd's log, the
+tasks PENDING until the test gives up).
 """
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ import re
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,7 +61,7 @@ def node_memory_mb() -> int:
     return int(match.group(1)) if match else 1024
 
 
-def config_text(work: Path, user: str, cpus: int, memory_mb: int) -> str:
+def config_text(work: Path, user: str, cpus: int, memory_mb: int, spool: Path | None = None) -> str:
     ctld, slurmd = free_port(), free_port()
     return "\n".join([
         "ClusterName=feedstock-test",
@@ -68,7 +74,7 @@ def config_text(work: Path, user: str, cpus: int, memory_mb: int) -> str:
         "AccountingStorageType=accounting_storage/none",
         "JobAcctGatherType=jobacct_gather/none",
         "JobCompType=jobcomp/filetxt", f"JobCompLoc={work / 'jobcomp.txt'}",
-        f"StateSaveLocation={work / 'state'}", f"SlurmdSpoolDir={work / 'spool'}",
+        f"StateSaveLocation={work / 'state'}", f"SlurmdSpoolDir={spool or work / 'spool'}",
         f"SlurmctldPidFile={work / 'slurmctld.pid'}", f"SlurmdPidFile={work / 'slurmd.pid'}",
         f"SlurmctldLogFile={work / 'slurmctld.log'}", f"SlurmdLogFile={work / 'slurmd.log'}",
         "ReturnToService=2", "MpiDefault=none",
@@ -114,11 +120,11 @@ def slurm_cluster(work: Path, cpus: int = 2) -> Iterator[SlurmCluster]:
     if reason:
         raise SlurmUnavailable(reason)
     work.mkdir(parents=True, exist_ok=True)
-    for folder in ("state", "spool"):
-        (work / folder).mkdir(exist_ok=True)
+    (work / "state").mkdir(exist_ok=True)
+    spool = Path(tempfile.mkdtemp(prefix="sl-", dir="/tmp"))   # job steps' sockets: short paths
     user = getpass.getuser()
     conf = work / "slurm.conf"
-    conf.write_text(config_text(work, user, cpus, node_memory_mb()))
+    conf.write_text(config_text(work, user, cpus, node_memory_mb(), spool))
     env = dict(os.environ, SLURM_CONF=str(conf))
     for name in list(env):   # a surrounding job's settings must not leak into ours
         if name.startswith(("SLURM_", "SBATCH_", "SQUEUE_")) and name != "SLURM_CONF":
@@ -135,7 +141,10 @@ def slurm_cluster(work: Path, cpus: int = 2) -> Iterator[SlurmCluster]:
         _wait_idle(env, procs, work)
         yield SlurmCluster(conf=conf, env=env, work=work)
     finally:
-        _stop(env, procs, user)
+        try:
+            _stop(env, procs, user)
+        finally:
+            shutil.rmtree(spool, ignore_errors=True)
 
 
 def _stop(env: dict[str, str], procs: list[subprocess.Popen], user: str) -> None:
