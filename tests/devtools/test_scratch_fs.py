@@ -119,19 +119,26 @@ def test_clean_removes_what_a_killed_run_left_and_keeps_a_live_runs(tmp_path):
     assert said == [f"scratch-fs: removed {tmp_path / f'feedstock-scratch-{dead.pid}'}"]
 
 
-def test_up_says_why_it_made_none_and_prints_nothing(tmp_path):
-    """Not on this machine's terms (run in a folder of the suite's own, which under CI is itself
-    on the journaled scratch, or as a user that is not root): stdout stays empty, for
-    `.ci/run`'s TMPDIR, and stderr says why in one line."""
+def test_up_prints_the_folder_it_made_or_nothing_and_says_which(tmp_path):
+    """`up` in a folder of the suite's own: under `.ci/run` on this machine that folder is on the
+    journaled scratch filesystem already, so none is made, stdout stays empty (for `.ci/run`'s
+    TMPDIR) and stderr says why in one line; as root on a journal-less ext4 with room one is made,
+    mounted, named on stdout, and `down` removes it."""
     proc = subprocess.run([sys.executable, str(SCRIPT), "up", "--owner", str(os.getpid())], capture_output=True,
                           text=True, env={**os.environ, "TMPDIR": str(tmp_path)})
-    assert proc.returncode == 0
-    if proc.stdout.strip():   # tmp_path on a journal-less ext4 with room, as root: one was made
-        folder = Path(proc.stdout.strip())
-        subprocess.run([sys.executable, str(SCRIPT), "down", str(folder)], check=True)
-        pytest.skip(f"{tmp_path} is on a journal-less ext4 with room: up made {folder} (removed again)")
-    assert proc.stderr.startswith(f"scratch-fs: the suite's temporary files stay in {tmp_path}: ")
-    assert proc.stderr.count("\n") == 1
+    assert proc.returncode == 0 and proc.stderr.count("\n") == 1
+    if not proc.stdout.strip():
+        assert proc.stderr.startswith(f"scratch-fs: the suite's temporary files stay in {tmp_path}: ")
+        return
+    folder = Path(proc.stdout.strip())
+    try:
+        assert folder == tmp_path / scratch_fs.scratch_name(os.getpid())
+        assert proc.stderr.startswith(f"scratch-fs: the suite's temporary files go to {folder}, a journaled ext4")
+        [entry] = [m for m in scratch_fs.mounts() if m.point == str(folder)]
+        assert entry.fstype == "ext4" and scratch_fs.journal_missing(entry.device) is False
+    finally:
+        subprocess.run([sys.executable, str(SCRIPT), "down", str(folder)], check=True, capture_output=True)
+    assert not folder.exists() and not folder.with_name(folder.name + ".img").exists()
 
 
 def test_a_real_scratch_filesystem_is_journaled_and_leaves_nothing(tmp_path):
