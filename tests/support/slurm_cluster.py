@@ -121,16 +121,17 @@ def slurm_cluster(work: Path, cpus: int = 2) -> Iterator[SlurmCluster]:
         raise SlurmUnavailable(reason)
     work.mkdir(parents=True, exist_ok=True)
     (work / "state").mkdir(exist_ok=True)
-    spool = Path(tempfile.mkdtemp(prefix="sl-", dir="/tmp"))   # job steps' sockets: short paths
     user = getpass.getuser()
     conf = work / "slurm.conf"
-    conf.write_text(config_text(work, user, cpus, node_memory_mb(), spool))
+    memory_mb = node_memory_mb()
     env = dict(os.environ, SLURM_CONF=str(conf))
     for name in list(env):   # a surrounding job's settings must not leak into ours
         if name.startswith(("SLURM_", "SBATCH_", "SQUEUE_")) and name != "SLURM_CONF":
             env.pop(name)
     procs: list[subprocess.Popen] = []
+    spool = Path(tempfile.mkdtemp(prefix="sl-", dir="/tmp"))   # job steps' sockets: short paths
     try:
+        conf.write_text(config_text(work, user, cpus, memory_mb, spool))
         # -c: no state from an earlier run; setsid: Ctrl-C in a terminal does not reach them
         procs.append(subprocess.Popen(["slurmctld", "-D", "-c"], env=env, start_new_session=True,
                                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
