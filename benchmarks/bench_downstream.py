@@ -28,7 +28,6 @@ time ratio X.XX` (the matrix's wall time / the sum of the one-by-one runs).
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import subprocess
 import sys
@@ -40,6 +39,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from common.links import link_or_copy  # noqa: E402
 from feedstock.after_build.downstream import pip_wheel  # noqa: E402
 from feedstock.dependents_catalog import Dependent, dependents_test_dir, load_catalog  # noqa: E402
 from feedstock.after_build.downstream.environment import clean_environ  # noqa: E402
@@ -130,14 +130,7 @@ def _share_sources(cache: Path) -> None:
     """The PyPI downloads of the default cache, linked in: the runs share them, not their packages."""
     source = default_cache() / "sources"
     if source.is_dir():
-        shutil.copytree(source, cache / "sources", copy_function=_link_or_copy, dirs_exist_ok=True)
-
-
-def _link_or_copy(src: str, dst: str) -> None:
-    try:
-        os.link(src, dst)
-    except OSError:  # another filesystem
-        shutil.copy2(src, dst)
+        shutil.copytree(source, cache / "sources", copy_function=link_or_copy, dirs_exist_ok=True)
 
 
 def main(argv: list[str] | None = None) -> int:

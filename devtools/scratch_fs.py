@@ -31,8 +31,10 @@ import re
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from common.mounts import Mount, mount_of, mounts  # noqa: E402
 
 PREFIX = "feedstock-scratch-"
 SUITE_GB = 40      # the most the whole suite has held at once under TMPDIR, with room to spare
@@ -41,43 +43,11 @@ PID_DIGITS = 7     # Linux's largest pid_max, 4194304, has 7
 GIB = 1 << 30
 
 
-@dataclass(frozen=True)
-class Mount:
-    device: str
-    point: str
-    fstype: str
-
-
 def scratch_name(owner: int) -> str:
     """The folder's name, the same length for every owner: rattler-build pads each build's host
     prefix to one total length, so a longer or shorter folder changes the prefix's name and with
     it every compile's command line, and ccache would find none of its objects again."""
     return f"{PREFIX}{owner:0{PID_DIGITS}d}"
-
-
-def mounts(text: str | None = None) -> list[Mount]:
-    """/proc/mounts, with its octal escapes (a space is \\040) undone."""
-    if text is None:
-        text = Path("/proc/mounts").read_text()
-    unescape = lambda field: re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)  # noqa: E731
-    found = []
-    for line in text.splitlines():
-        fields = line.split()
-        if len(fields) >= 3:
-            found.append(Mount(unescape(fields[0]), unescape(fields[1]), fields[2]))
-    return found
-
-
-def mount_of(path: Path, table: list[Mount]) -> Mount | None:
-    """The mount that holds `path`: the longest mount point above it (the last one mounted wins)."""
-    resolved = str(path.resolve())
-    best = None
-    for entry in table:
-        point = entry.point.rstrip("/") or "/"
-        if resolved == point or resolved.startswith(point if point == "/" else point + "/"):
-            if best is None or len(point) >= len(best.point.rstrip("/") or "/"):
-                best = entry
-    return best
 
 
 def journal_missing(device: str, sysfs: Path = Path("/sys/fs/ext4")) -> bool | None:
@@ -90,10 +60,10 @@ def journal_missing(device: str, sysfs: Path = Path("/sys/fs/ext4")) -> bool | N
         return None
 
 
-def why_not(base: Path, is_root: bool, table: list[Mount], free_bytes: int,
+def why_not(base: Path, entry: Mount | None, is_root: bool, free_bytes: int,
             no_journal: bool | None, have_tools: bool) -> str | None:
-    """None where a scratch filesystem helps and can be made, else the reason in a few words."""
-    entry = mount_of(base, table)
+    """None where a scratch filesystem helps and can be made on `base`, which `entry` holds,
+    else the reason in a few words."""
     if entry is None or entry.fstype != "ext4":
         return f"{base} is on {entry.fstype if entry else 'an unknown filesystem'}, not a journal-less ext4"
     if no_journal is None:
@@ -113,6 +83,11 @@ def why_not(base: Path, is_root: bool, table: list[Mount], free_bytes: int,
 def size_bytes(free_bytes: int) -> int:
     """The scratch filesystem's size: the disk's free space less the reserve, in whole GiB."""
     return (free_bytes - RESERVE_GB * GIB) // GIB * GIB
+
+
+def image_of(folder: Path) -> Path:
+    """The sparse file that holds the scratch filesystem mounted at `folder`, beside it."""
+    return folder.with_name(folder.name + ".img")
 
 
 def _run(args: list[str]) -> str:
@@ -144,7 +119,7 @@ def _loop_devices_of(image: Path) -> list[str]:
 def down(folder: Path, say=lambda line: print(line, file=sys.stderr)) -> None:
     """Unmount the scratch filesystem at `folder`, detach its loop device, remove its image
     file and the folder. What is already gone is skipped."""
-    image = folder.with_name(folder.name + ".img")
+    image = image_of(folder)
     if any(m.point == str(folder) for m in mounts()):
         proc = subprocess.run(["umount", str(folder)], capture_output=True, text=True)
         if proc.returncode != 0:   # a process of the run still inside: detach it, it goes when they do
@@ -181,7 +156,7 @@ def clean(base: Path, say=lambda line: print(line, file=sys.stderr)) -> int:
 def make(folder: Path, size: int) -> None:
     """A journaled ext4 of `size` bytes in the sparse file FOLDER.img, mounted at FOLDER (made
     here, open to all as /tmp is). Raises RuntimeError or OSError; `down` removes what was made."""
-    image = folder.with_name(folder.name + ".img")
+    image = image_of(folder)
     folder.mkdir()
     with open(image, "xb") as sparse:
         sparse.truncate(size)
@@ -201,16 +176,16 @@ def up(base: Path, owner: int, say=lambda line: print(line, file=sys.stderr)) ->
     is_root = os.geteuid() == 0
     if is_root:
         clean(base, say)
-    table = mounts()
-    entry = mount_of(base, table)
+    entry = mount_of(base, mounts())
     no_journal = journal_missing(entry.device) if entry and entry.fstype == "ext4" else None
     have_tools = all(shutil.which(tool) for tool in ("mkfs.ext4", "losetup", "mount", "umount"))
-    reason = why_not(base, is_root, table, shutil.disk_usage(base).free, no_journal, have_tools)
+    free = shutil.disk_usage(base).free
+    reason = why_not(base, entry, is_root, free, no_journal, have_tools)
     if reason:
         say(f"scratch-fs: the suite's temporary files stay in {base}: {reason}")
         return None
     folder = base / scratch_name(owner)
-    size = size_bytes(shutil.disk_usage(base).free)
+    size = size_bytes(free)
     try:
         make(folder, size)
     except (OSError, RuntimeError) as err:
@@ -218,9 +193,8 @@ def up(base: Path, owner: int, say=lambda line: print(line, file=sys.stderr)) ->
         say(f"scratch-fs: the suite's temporary files stay in {base}: could not make a scratch "
             f"filesystem ({err})")
         return None
-    image = folder.with_name(folder.name + ".img")
     say(f"scratch-fs: the suite's temporary files go to {folder}, a journaled ext4 of {size // GIB} GB "
-        f"in {image} ({base}'s ext4 has no journal: creating files after deleting many is ~10x slower there)")
+        f"in {image_of(folder)} ({base}'s ext4 has no journal: creating files after deleting many is ~10x slower there)")
     return folder
 
 
@@ -230,8 +204,8 @@ def main(argv: list[str] | None = None) -> int:
         description="A journaled ext4 scratch filesystem for one test run, where TMPDIR's ext4 has no "
                     "journal (see this file's docstring). Messages go to stderr.")
     commands = parser.add_subparsers(dest="command", required=True)
-    make = commands.add_parser("up", help="make and mount one; print its folder (nothing where not needed)")
-    make.add_argument("--owner", type=int, required=True,
+    start = commands.add_parser("up", help="make and mount one; print its folder (nothing where not needed)")
+    start.add_argument("--owner", type=int, required=True,
                       help="the process whose run it is (a script's $$); `clean` removes it once that is gone")
     remove = commands.add_parser("down", help="unmount and remove the one at FOLDER")
     remove.add_argument("folder", type=Path)

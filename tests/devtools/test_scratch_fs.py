@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from common.mounts import Mount, mount_of, mounts
 from tests.support.paths import REPO_ROOT
 
 sys.path.insert(0, str(REPO_ROOT / "devtools"))
@@ -19,27 +20,8 @@ import scratch_fs  # noqa: E402
 
 SCRIPT = REPO_ROOT / "devtools" / "scratch_fs.py"
 GIB = scratch_fs.GIB
-PROC_MOUNTS = """\
-/dev/vda / ext4 rw,relatime,discard 0 0
-proc /proc proc rw,nosuid 0 0
-tmpfs /dev/shm tmpfs rw 0 0
-/dev/loop3 /tmp/with\\040space ext4 rw,noatime 0 0
-/dev/vdb /srv xfs rw 0 0
-"""
-
-
-def test_proc_mounts_are_read_with_their_escapes_undone():
-    table = scratch_fs.mounts(PROC_MOUNTS)
-    assert [m.point for m in table] == ["/", "/proc", "/dev/shm", "/tmp/with space", "/srv"]
-    assert table[3] == scratch_fs.Mount("/dev/loop3", "/tmp/with space", "ext4")
-
-
-def test_a_path_belongs_to_the_longest_mount_point_above_it():
-    table = scratch_fs.mounts(PROC_MOUNTS)
-    assert scratch_fs.mount_of(Path("/tmp"), table).device == "/dev/vda"
-    assert scratch_fs.mount_of(Path("/tmp/with space/pytest-of-root"), table).device == "/dev/loop3"
-    assert scratch_fs.mount_of(Path("/srv/x"), table).fstype == "xfs"
-    assert scratch_fs.mount_of(Path("/srvx"), table).device == "/dev/vda"   # a prefix of a name is not a parent
+# the mounts the cases below stand on (tests/common/test_mounts.py reads a real table's text)
+TABLE = [Mount("/dev/vda", "/", "ext4"), Mount("tmpfs", "/dev/shm", "tmpfs"), Mount("/dev/vdb", "/srv", "xfs")]
 
 
 def test_the_journal_is_read_from_the_kernels_sysfs(tmp_path):
@@ -64,8 +46,8 @@ def test_the_journal_is_read_from_the_kernels_sysfs(tmp_path):
 ])
 def test_a_scratch_filesystem_is_made_only_where_it_helps_and_fits(base, is_root, free_gb, no_journal, tools,
                                                                    reason):
-    said = scratch_fs.why_not(Path(base), is_root, scratch_fs.mounts(PROC_MOUNTS), free_gb * GIB, no_journal,
-                              tools)
+    entry = mount_of(Path(base), TABLE)
+    said = scratch_fs.why_not(Path(base), entry, is_root, free_gb * GIB, no_journal, tools)
     if reason is None:
         assert said is None
     else:
@@ -134,11 +116,11 @@ def test_up_prints_the_folder_it_made_or_nothing_and_says_which(tmp_path):
     try:
         assert folder == tmp_path / scratch_fs.scratch_name(os.getpid())
         assert proc.stderr.startswith(f"scratch-fs: the suite's temporary files go to {folder}, a journaled ext4")
-        [entry] = [m for m in scratch_fs.mounts() if m.point == str(folder)]
+        [entry] = [m for m in mounts() if m.point == str(folder)]
         assert entry.fstype == "ext4" and scratch_fs.journal_missing(entry.device) is False
     finally:
         subprocess.run([sys.executable, str(SCRIPT), "down", str(folder)], check=True, capture_output=True)
-    assert not folder.exists() and not folder.with_name(folder.name + ".img").exists()
+    assert not folder.exists() and not scratch_fs.image_of(folder).exists()
 
 
 def test_a_real_scratch_filesystem_is_journaled_and_leaves_nothing(tmp_path):
@@ -150,10 +132,10 @@ def test_a_real_scratch_filesystem_is_journaled_and_leaves_nothing(tmp_path):
     if not Path("/dev/loop-control").exists():
         pytest.skip("no loop devices here (/dev/loop-control)")
     folder = tmp_path / scratch_fs.scratch_name(os.getpid())
-    image = folder.with_name(folder.name + ".img")
+    image = scratch_fs.image_of(folder)
     try:
         scratch_fs.make(folder, 256 << 20)
-        [entry] = [m for m in scratch_fs.mounts() if m.point == str(folder)]
+        [entry] = [m for m in mounts() if m.point == str(folder)]
         assert entry.fstype == "ext4" and entry.device.startswith("/dev/loop")
         assert scratch_fs.journal_missing(entry.device) is False
         assert (folder.stat().st_mode & 0o7777) == 0o1777
@@ -163,7 +145,7 @@ def test_a_real_scratch_filesystem_is_journaled_and_leaves_nothing(tmp_path):
     finally:
         said: list[str] = []
         scratch_fs.down(folder, said.append)
-    assert not any(m.point == str(folder) for m in scratch_fs.mounts())
+    assert not any(m.point == str(folder) for m in mounts())
     assert not folder.exists() and not image.exists()
     assert said == [f"scratch-fs: removed {folder}"]
     assert subprocess.run(["losetup", "-j", str(image)], capture_output=True, text=True).stdout == ""

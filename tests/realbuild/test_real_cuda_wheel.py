@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from common.links import link_or_copy
 from feedstock.after_build import compile_cache as compiles
 from tests.support.ccache_launch import cmake_ccache
 from tests.support.paths import REPO_ROOT
@@ -222,10 +223,7 @@ def _channel_without(channel: Path, names: set[str], dest: Path) -> Path:
     (dest / "linux-64").mkdir(parents=True)
     for package in channel.glob("linux-64/*.conda"):
         if package.name.rsplit("-", 2)[0] not in names:
-            try:
-                os.link(package, dest / "linux-64" / package.name)
-            except OSError:   # the machine cache and the run's folder on two filesystems
-                shutil.copy2(package, dest / "linux-64" / package.name)
+            link_or_copy(package, dest / "linux-64" / package.name)
     for repodata in channel.glob("*/repodata.json"):
         (dest / repodata.parent.name).mkdir(exist_ok=True)
         shutil.copy2(repodata, dest / repodata.parent.name / repodata.name)

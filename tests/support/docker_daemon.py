@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
+from common.mounts import is_at_or_below, mounts
 from tests.support.container_host import overlay_mounts_in, rootful_tools_missing
 
 TOOLS = ("dockerd", "containerd", "containerd-shim-runc-v2", "runc", "docker")
@@ -285,13 +286,8 @@ def _remove(daemon: DockerDaemon) -> None:
 
 
 def _mounts_under(folders: list[Path]) -> list[str]:
-    found = []
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        # the mount point is field 5, with spaces and the like written as octal escapes
-        point = re.sub(r"\\([0-7]{3})", lambda match: chr(int(match.group(1), 8)), line.split()[4])
-        if any(point == str(folder) or point.startswith(f"{folder}/") for folder in folders):
-            found.append(point)
-    return found
+    return [entry.point for entry in mounts()
+            if any(is_at_or_below(entry.point, str(folder)) for folder in folders)]
 
 
 def _pids_naming(folder: Path) -> set[int]:

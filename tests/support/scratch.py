@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from common.mounts import is_at_or_below, mounts
+
 
 def module_scratch(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
                    name: str) -> Path:
@@ -34,14 +36,8 @@ def module_scratch(request: pytest.FixtureRequest, tmp_path_factory: pytest.Temp
 def mounts_under(folder: Path) -> list[str]:
     """The mount points at or below folder, deepest first (the order to unmount them in)."""
     prefix = str(folder.resolve())
-    found = []
-    with open("/proc/self/mounts", encoding="utf-8") as mounts:
-        for line in mounts:
-            # the mount point is the second field, with spaces written as \040
-            point = line.split()[1].replace("\\040", " ")
-            if point == prefix or point.startswith(prefix + "/"):
-                found.append(point)
-    return sorted(set(found), key=len, reverse=True)
+    found = {entry.point for entry in mounts() if is_at_or_below(entry.point, prefix)}
+    return sorted(found, key=len, reverse=True)
 
 
 def unmount_under(folder: Path) -> list[str]:

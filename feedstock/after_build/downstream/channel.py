@@ -4,15 +4,14 @@ interpreter that indexed when it exits, see localbuild/in_container/rattler_buil
 from __future__ import annotations
 
 import hashlib
-import os
 import re
-import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from common.atomic_files import atomic_folder
+from common.links import link_or_copy
 
 from ...errors import FeedstockError
 from ...text_input import read_json
@@ -65,11 +64,8 @@ def indexed_view(channel: Path, views: Path) -> Path:
         (building / "noarch").mkdir(parents=True)
         for package in sorted(p for p in source.glob("*/*") if p.name.endswith(PACKAGE_SUFFIXES)):
             (building / package.parent.name).mkdir(exist_ok=True)
-            link = building / package.parent.name / package.name
-            try:  # a hard link: rattler's indexer passes symbolic links over
-                os.link(package, link)
-            except OSError:  # another filesystem
-                shutil.copy2(package, link)
+            # a hard link (or a copy): rattler's indexer passes symbolic links over
+            link_or_copy(package, building / package.parent.name / package.name)
         index(building, shown_as=channel)
     return view
 
