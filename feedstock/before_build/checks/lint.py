@@ -154,7 +154,7 @@ def lint(root: Path) -> list[str]:
     findings += check_cmake_pin(feedstock, matrices)
     findings += check_reported_version(feedstock, jobs)
     findings += check_dependent_bounds(feedstock, jobs)
-    findings += check_override_variables(feedstock)
+    findings += check_override_variables(feedstock, matrices)
     findings += parity_findings(root)
     return findings
 

@@ -9,17 +9,19 @@ from typing import Any, Iterator
 
 from ...layout import Feedstock
 from ...text_input import load_yaml, read_text
+from ..render.outputs import script_env_names
+from ..render.recipe_render import RecipeVariantRender
+from ..render.variants import PlatformMatrix
 from .driver_facts import configuring_steps, load_driver_module
 
 DRIVER_LIST = "megabuild/overrides.py"
-_META_LIST = re.compile(r"\{%-?\s*set\s+developer_overrides\s*=\s*\[([^\]]*)\]\s*-?%\}")
-_META_USE = re.compile(r"^\s*script_env:\s*(.*)$", re.MULTILINE)
 
 
-def check_override_variables(feedstock: Feedstock) -> list[str]:
+def check_override_variables(feedstock: Feedstock, matrices: list[PlatformMatrix]) -> list[str]:
+    """Findings for both recipes; `matrices`: meta.yaml rendered per platform (lint's analysis)."""
     driver = load_driver_module(feedstock.recipe_dir, "overrides")
     wanted = set(driver.OVERRIDE_VARIABLES)
-    findings = _meta_findings(read_text(feedstock.meta_yaml, "recipe/meta.yaml"), wanted)
+    findings = _meta_findings(matrices, wanted)
     v1 = feedstock.recipe_dir / "recipe.yaml"
     if v1.is_file():
         findings += _v1_findings(read_text(v1, "recipe/recipe.yaml"), wanted, set(driver.SECRET_VARIABLES),
@@ -34,18 +36,27 @@ def _differences(label: str, given: set[str], wanted: set[str]) -> list[str]:
                     "add it there or drop it" for name in sorted(given - wanted)]
 
 
-def _meta_findings(text: str, wanted: set[str]) -> list[str]:
-    match = _META_LIST.search(text)
-    if match is None:
-        return ["recipe/meta.yaml has no `{% set developer_overrides = [...] %}` list; every output "
-                f"that builds passes it as script_env ({DRIVER_LIST})"]
-    given = set(re.findall(r"[\"']([A-Za-z_][A-Za-z0-9_]*)[\"']", match.group(1)))
-    findings = _differences("recipe/meta.yaml developer_overrides", given, wanted)
-    for line_text in _META_USE.findall(text):
-        if line_text.strip() != "{{ developer_overrides }}":
-            findings.append(f"recipe/meta.yaml: script_env: {line_text.strip()} is not {{{{ developer_overrides }}}}; "
-                            "give every output the one list")
-    return findings
+def meta_build_scripts(render: RecipeVariantRender) -> Iterator[tuple[str, list[str]]]:
+    """(who, script_env names) of every part of one rendered variant that runs a build script:
+    the top level (recipe/build.sh, the split step) and each output with a `script:`. The names
+    are what conda-build reads, selectors applied after Jinja too (recipe_render)."""
+    yield "the top level (libtorch-split)", script_env_names(render.top.get("build"))
+    for output in render.outputs:
+        if output.get("script"):
+            yield f"output '{output.get('name')}'", script_env_names(output.get("build"))
+
+
+def _meta_findings(matrices: list[PlatformMatrix], wanted: set[str]) -> list[str]:
+    """Every build script conda-build runs gets every override: a `script_env` spelled so that
+    conda-build drops it (`script_env: {{ a_list }}` ends in `[...]`, a selector) is named here."""
+    platforms: dict[tuple[str, str], set[str]] = {}
+    for matrix in matrices:
+        for use in matrix.built:
+            for who, names in meta_build_scripts(use.render):
+                for line in _differences(f"recipe/meta.yaml: {who}: script_env", set(names), wanted):
+                    platforms.setdefault((who, line), set()).add(matrix.platform.subdir)
+    return [f"{line} (on {', '.join(sorted(subdirs))}, as conda-build reads it)"
+            for (_, line), subdirs in sorted(platforms.items())]
 
 
 def _build_scripts(recipe: Any) -> Iterator[tuple[str, dict]]:
@@ -59,14 +70,27 @@ def _build_scripts(recipe: Any) -> Iterator[tuple[str, dict]]:
             yield str(head.get("name")), script
 
 
+def v1_passthrough(recipe: Any) -> dict[str, list[str]]:
+    """Output (or staging) name -> the variables its build script takes from the environment, as
+    rattler-build reads recipe.yaml: an `env:` entry `NAME: ${{ env.get("NAME", ...) }}`, or
+    `NAME` under `secrets:`. (A rendered recipe drops env entries whose value is empty, so the
+    names come from the recipe as written.)"""
+    passed: dict[str, list[str]] = {}
+    for name, script in _build_scripts(recipe):
+        env = script.get("env") if isinstance(script.get("env"), dict) else {}
+        names = [str(key) for key, value in env.items()
+                 if re.search(rf"env\.get\(\s*[\"']{re.escape(str(key))}[\"']", str(value))]
+        passed[name] = sorted(set(names) | {str(key) for key in script.get("secrets") or []})
+    return passed
+
+
 def _v1_findings(text: str, wanted: set[str], secrets: set[str], configuring: tuple[str, ...]) -> list[str]:
-    """The outputs whose step configures and compiles (the driver's CONFIGURING_STEPS) pass
-    every override; the install-only steps read none."""
+    """Every output that runs a build script passes every override (the install steps read some
+    too: libtorch's activation scripts carry the --cuda-arch list); the driver's
+    CONFIGURING_STEPS must each have one."""
     findings: list[str] = []
     scripts = list(_build_scripts(load_yaml(text, "recipe/recipe.yaml", strings=True)))
     for name, script in scripts:
-        if name not in configuring:
-            continue
         env = script.get("env") if isinstance(script.get("env"), dict) else {}
         passed = {key for key, value in env.items()
                   if re.search(rf"env\.get\(\s*[\"']{re.escape(str(key))}[\"']", str(value))}

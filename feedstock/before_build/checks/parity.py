@@ -13,6 +13,8 @@ comparable form (``Comparable``):
 - run_exports, whether the output is de-prioritised (track_features / down_prioritize_variant);
 - tests: commands in order, imports, test requirements, test files, downstream dependents
   (meta.yaml `downstreams:`, recipe.yaml `- downstream:` entries).
+- what the build script takes from the environment: meta.yaml's `script_env`, as conda-build
+  reads it; recipe.yaml's `env.get(...)` entries and `secrets:`.
 
 Every difference is one line ``<job>: <output>: <what> ...``.
 
@@ -46,6 +48,7 @@ from ..render.outputs import load_ci_config, pin_from_variant, render_job
 from ..render.recipe_render import read_recipe, render_recipe_text
 from ..render.variant_config import internal_defaults, load_variant_spec
 from ..render.variants import smithy_environ, used_by_outputs
+from .override_variables import v1_passthrough
 from .render_cache import RenderCache
 
 SECTIONS = ("build", "host", "run", "run_constrained")
@@ -70,6 +73,9 @@ class Comparable:
     test_requires: list[str] = field(default_factory=list)
     test_files: list[str] = field(default_factory=list)
     downstreams: list[str] = field(default_factory=list)
+    # the variables the build script takes from the environment (meta.yaml script_env;
+    # recipe.yaml env.get(...) entries and secrets)
+    script_env: list[str] = field(default_factory=list)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -138,6 +144,7 @@ def from_meta(output) -> Comparable:
         test_requires=_specs(tests.get("requires") or []),
         test_files=sorted(str(f) for f in tests.get("files") or []),
         downstreams=sorted(str(d) for d in tests.get("downstreams") or []),
+        script_env=sorted(set(output.script_env)),
     )
 
 
@@ -183,9 +190,10 @@ def _substitute(line: str, context: dict[str, Any]) -> str:
     return _JINJA_VAR.sub(lambda m: str(context.get(m.group(1), m.group(0))), line)
 
 
-def from_rattler(rendered, versions: dict[str, str]) -> Comparable:
+def from_rattler(rendered, versions: dict[str, str], passthrough: dict[str, list[str]] | None = None) -> Comparable:
     """A ``rattler_build.render.RenderedVariant`` as a Comparable (``versions``: every output's
-    version, for pins)."""
+    version, for pins; ``passthrough``: what each output's script takes from the environment,
+    ``override_variables.v1_passthrough``)."""
     data = rendered.recipe.to_dict()
     variant = {k: str(v) for k, v in rendered.variant.items()}
     pins = rendered.pin_subpackages
@@ -234,7 +242,8 @@ def from_rattler(rendered, versions: dict[str, str]) -> Comparable:
         requirements=requirements, run_exports=_specs(run_exports),
         deprioritised=int((build.get("variant") or {}).get("down_prioritize_variant") or 0) > 0,
         commands=commands, imports=sorted(imports), test_requires=_specs(requires),
-        test_files=sorted(files), downstreams=sorted(downstreams))
+        test_files=sorted(files), downstreams=sorted(downstreams),
+        script_env=list((passthrough or {}).get(str(package.get("name")), [])))
 
 
 def load_v1_recipe(path: Path):
@@ -278,9 +287,10 @@ def _rattler_outputs(recipe, config: Path) -> list[Comparable]:
     except Exception as err:
         raise FeedstockError(f"recipe.yaml does not render for {config.stem}: {_one_line(err)}") from None
     versions = {str(v.recipe.package.name): str(v.recipe.package.version) for v in variants}
+    passthrough = v1_passthrough(recipe.to_dict())
     seen: dict[tuple[str, str], Comparable] = {}
     for rendered in variants:
-        out = from_rattler(rendered, versions)
+        out = from_rattler(rendered, versions, passthrough)
         seen.setdefault(out.key, out)
     return list(seen.values())
 
@@ -313,6 +323,7 @@ def compare_output(ours: Comparable, theirs: Comparable) -> list[str]:
     lines += _list_diff("test requires", ours.test_requires, theirs.test_requires)
     lines += _list_diff("test files", ours.test_files, theirs.test_files)
     lines += _list_diff("downstream tests", ours.downstreams, theirs.downstreams)
+    lines += _list_diff("script env (from the environment)", ours.script_env, theirs.script_env)
     if ours.commands != theirs.commands:
         extra = _list_diff("test command", ours.commands, theirs.commands)
         lines += extra or ["test commands: same commands in a different order"]

@@ -49,6 +49,8 @@ class RenderedOutput:
     config: str = ""
     target_platform: str = ""
     variant: dict[str, str] = field(default_factory=dict)   # the used keys and their values
+    # the variables conda-build passes from the environment into this output's build script
+    script_env: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -204,6 +206,16 @@ def _render_variant(feedstock: Feedstock, raw: str, platform: Platform, variant:
     return outputs
 
 
+def script_env_names(build: Any) -> list[str]:
+    """The variable names of a rendered build section's ``script_env``, as conda-build reads them:
+    ``NAME`` passes the environment's value, ``NAME=value`` sets one; anything else passes nothing."""
+    listed = build.get("script_env") if isinstance(build, dict) else None
+    if not isinstance(listed, list):
+        return []
+    return [str(item).split("=", 1)[0].strip() for item in listed
+            if isinstance(item, (str, int, float)) and str(item).split("=", 1)[0].strip()]
+
+
 def _section(requirements: dict[str, Any], section: str, variant: dict[str, Any]) -> list[str]:
     reqs = [str(r) for r in (requirements.get(section) or [])]
     return pin_from_variant(reqs, variant) if section in ("build", "host") else reqs
@@ -248,6 +260,7 @@ def render_job(feedstock: Feedstock, job_name: str, job: dict[str, Any]) -> list
                 config=job_name,
                 target_platform=platform.subdir,
                 variant={k: str(variant[k]) for k in sorted(used) if k in variant},
+                script_env=script_env_names(build),
             )))
     # recipe order, then build string: libtorch, linalg magma/nomagma, pytorch py310..., metapackage
     return [out for _, out in sorted(rendered, key=lambda item: (item[0], item[1].build_string))]
@@ -265,6 +278,8 @@ def format_outputs(outputs: list[RenderedOutput]) -> str:
             lines.append(f"  run_exports: {json.dumps(out.run_exports)}")
         if out.track_features:
             lines.append(f"  track_features: {', '.join(out.track_features)}")
+        if out.script_env:
+            lines.append(f"  script_env: {', '.join(out.script_env)}")
         if out.tests:
             parts = [f"{k} ({len(v) if isinstance(v, list) else 1})" for k, v in out.tests.items()]
             lines.append(f"  tests: {', '.join(parts)}")

@@ -1,4 +1,5 @@
-"""Render meta.yaml for one variant: selectors, then Jinja2 (conda-build's functions), then YAML.
+"""Render meta.yaml for one variant: selectors, Jinja2 (conda-build's functions), selectors
+again on the rendered text (as conda-build applies them), then YAML.
 
 The result is plain data: the top-level metadata and its outputs, as dicts. Finding used
 variables and computing build strings happen elsewhere (used_vars, render).
@@ -98,6 +99,9 @@ def render_recipe_text(raw: str, platform: Platform, variant: Mapping[str, Any],
     except Exception as err:  # recipe code raised: report it as one line
         raise FeedstockError(f"recipe/meta.yaml: rendering failed on {platform.subdir} "
                              f"({type(err).__name__}: {err})")
+    # conda-build selects lines again after Jinja (MetaData.parse): a rendered line that ends in
+    # `[...]`, with or without `#`, is a selector there too (`key: {{ a_list }}` keeps only `key:`)
+    text = select_lines(text, namespace, f"recipe/meta.yaml (rendered on {platform.subdir})")
     # a recipe may use anchors and aliases (bounded once expanded); the other inputs may not
     top = load_yaml(text, "recipe/meta.yaml (rendered)", context=f" on {platform.subdir}", aliases=True) or {}
     if not isinstance(top, dict) or not top:

@@ -85,8 +85,8 @@ def test_skip_on_a_platform_without_a_job(feedstock_copy):
 def test_skip_in_some_variants_of_a_platform(feedstock_copy):
     # meta.yaml drops the MKL flavours of libtorch-cuda-linalg: same platform, fewer variants
     replace_once(feedstock_copy / "recipe" / "meta.yaml",
-                 'skip: true                                 # [gpu_backend != "cuda"]',
-                 'skip: true  # [gpu_backend != "cuda" or blas_impl == "mkl"]')
+                 '      {% if gpu_backend != "cuda" %}\n      skip: true\n',
+                 '      {% if gpu_backend != "cuda" or blas_impl == "mkl" %}\n      skip: true\n')
     report = parity(feedstock_copy)
     skips = [line for line in report.differences if " on linux-64: " in line]
     assert len(skips) == 1 and report.skip_differences == 1, report.differences
@@ -159,3 +159,13 @@ def test_recipe_yaml_syntax_error_is_one_line(feedstock_copy):
     assert len(lines) == 1 and lines[0].startswith("error: ") and "recipe.yaml" in lines[0], proc.stderr
     assert "Traceback" not in proc.stderr
     assert recipe.read_bytes() == before
+
+
+def test_script_env_drift(feedstock_copy):
+    """What a build script takes from the environment is compared: meta.yaml's script_env as
+    conda-build reads it against recipe.yaml's env.get(...) entries and secrets."""
+    line = '          CCACHE_DIR: ${{ env.get("CCACHE_DIR", default="") }}\n'
+    replace_once(feedstock_copy / "recipe" / "recipe.yaml", line, "", 2)   # the libtorch output's
+    lines = differences(feedstock_copy, CPU_JOB)
+    assert lines and all("libtorch cpu_mkl_h<hash>_100" in entry for entry in lines), lines
+    assert any("script env (from the environment): 'CCACHE_DIR' only in meta.yaml" in entry for entry in lines)

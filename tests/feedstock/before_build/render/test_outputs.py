@@ -295,3 +295,27 @@ def test_a_bom_or_crlf_recipe_renders_as_the_plain_one(feedstock_copy):
     marked = run_feedstock_cli("render", CPU_GENERIC_JOB, "--json", root=feedstock_copy)
     assert plain.returncode == marked.returncode == 0, marked.stderr
     assert json.loads(marked.stdout) == json.loads(plain.stdout)
+
+
+def test_a_rendered_line_ending_in_brackets_is_a_selector_as_in_conda_build(feedstock_copy):
+    """conda-build selects lines again after Jinja: a rendered `[...]` at a line's end is a selector
+    with or without `#` (a false one drops the line, a true one keeps the line without it)."""
+    meta = feedstock_copy / "recipe" / "meta.yaml"
+    text = meta.read_text()
+    anchor = "        - typing_extensions >=4.10.0\n"
+    extra = ("        - kept-by-a-true-one {{ '[linux]' }}\n"
+             "        - dropped-by-a-false-one {{ '[osx]' }}\n")
+    meta.write_text(text.replace(anchor, anchor + extra, 1))
+    proc = run_feedstock_cli("render", CPU_GENERIC_JOB, "--json", root=feedstock_copy)
+    assert proc.returncode == 0, proc.stderr
+    pytorch = next(o for o in json.loads(proc.stdout) if o["name"] == "pytorch")
+    run = pytorch["requirements"]["run"]
+    assert "kept-by-a-true-one" in run and not any("dropped" in r or "[" in r for r in run), run
+
+
+def test_a_rendered_selector_that_fails_is_one_line(feedstock_copy):
+    meta = feedstock_copy / "recipe" / "meta.yaml"
+    meta.write_text(meta.read_text().replace("        - typing_extensions >=4.10.0\n",
+                                             "        - typing_extensions >=4.10.0 {{ '[1 +]' }}\n", 1))
+    line = _render_error(feedstock_copy, lambda root: None)
+    assert "recipe/meta.yaml (rendered on linux-64)" in line and "selector [1 +] does not parse" in line
