@@ -19,9 +19,23 @@ DEACTIVATE = Path("etc") / "conda" / "deactivate.d" / "libtorch_deactivate.sh"
 MARKER = "LIBTORCH_FEEDSTOCK_SET_TORCH_CUDA_ARCH_LIST"
 
 
+def extension_arch_list(arch_list: str) -> str:
+    """The build's arch list as torch.utils.cpp_extension takes it. Its table of valid entries
+    (2.13.0 and 2.14.1) has the arch-specific `9.0a` but no family-specific `10.0f`, which it
+    refuses ("Unknown CUDA arch"), so `X.Yf` becomes `X.Y`: a cubin for X.Y runs on the same
+    family's later GPUs too (10.0 on 10.3), only without the family's own instructions."""
+    entries: list[str] = []
+    for entry in arch_list.replace(" ", ";").split(";"):
+        arch, ptx = (entry[:-4], "+PTX") if entry.endswith("+PTX") else (entry, "")
+        plain = (arch[:-1] if arch.endswith("f") else arch) + ptx
+        if plain and plain not in entries:
+            entries.append(plain)
+    return ";".join(entries)
+
+
 def activation_scripts(arch_list: str) -> dict[Path, str]:
     """Relative path in the prefix -> script text, for a libtorch built for arch_list."""
-    quoted = shlex.quote(arch_list)
+    quoted = shlex.quote(extension_arch_list(arch_list))
     activate = (
         "# libtorch (pytorch-feedstock): the CUDA architectures this libtorch was built for,\n"
         "# used by torch.utils.cpp_extension when TORCH_CUDA_ARCH_LIST is not set already\n"

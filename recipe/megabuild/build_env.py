@@ -146,31 +146,66 @@ def cuda_arch_list(version: str, platform: str = "linux-64", arm_variant: str = 
 
 
 def check_cuda_archs(arch_list: str, version: str) -> None:
-    """One clear line when `arch_list` names a compute capability this CUDA cannot build;
-    versions without a table entry are left to nvcc."""
-    known = NVCC_ARCHS.get(major_minor(version))
-    if known is None:
-        return
+    """One clear line when `arch_list` names a compute capability this CUDA cannot build,
+    naming what it can; versions without a table entry are left to nvcc, except that a family
+    target (`10.0f`) before CUDA 12.9 is refused."""
     archs = [a.strip().removesuffix("+PTX") for a in re.split(r"[;\s]+", arch_list) if a.strip()]
+    key = major_minor(version)
+    known = NVCC_ARCHS.get(key)
+    if known is None:
+        cuda = _cuda_key(key)
+        too_old = [a for a in archs if cuda is not None and a[-1:] in ARCH_SUFFIXES
+                   and cuda < ARCH_SUFFIXES[a[-1]][1]]
+        if too_old:
+            suffix = too_old[0][-1]
+            since = ".".join(map(str, ARCH_SUFFIXES[suffix][1]))
+            raise MegabuildError(f"CUDA {key} cannot build compute capability {', '.join(too_old)}: "
+                                 f"nvcc has {SUFFIX_NAMES[suffix]} `{suffix}` targets from CUDA "
+                                 f"{since} on; drop the `{suffix}` or build with CUDA {since} or "
+                                 "later (FEEDSTOCK_CUDA_ARCH_LIST / --cuda-arch)")
+        return
     bad = [a for a in archs if not _builds(a, known)]
     if bad:
         lowest, highest = min(known, key=_cc_key), max(known, key=_cc_key)
-        raise MegabuildError(f"CUDA {major_minor(version)} cannot build compute capability "
-                             f"{', '.join(bad)} (it builds {lowest} to {highest}, and an arch-specific "
-                             "`a` target from 9.0 on); fix the "
+        suffixed = "; ".join(f"{SUFFIX_NAMES[s]} {' '.join(t + s for t in suffixed_archs(known, s))}"
+                             for s in ARCH_SUFFIXES)
+        raise MegabuildError(f"CUDA {key} cannot build compute capability {', '.join(bad)} "
+                             f"(it builds {lowest} to {highest}; {suffixed}); fix the "
                              "arch list (FEEDSTOCK_CUDA_ARCH_LIST / --cuda-arch)")
 
 
-# nvcc's arch-specific targets (sm_90a, sm_100a, sm_120a): Hopper on, as TORCH_CUDA_ARCH_LIST's
-# `9.0a`; the family targets of CUDA 12.9 (`10.0f`) are left out until PyTorch's CMake takes them
-ARCH_SUFFIX_FROM = {"a": (9, 0)}
+# nvcc's suffixed targets, spelled as TORCH_CUDA_ARCH_LIST takes them (PyTorch's
+# select_compute_arch.cmake matches `X.Y[af]`): suffix -> (the lowest compute capability nvcc
+# builds in that form, the first CUDA that has the form). `a`, arch-specific (sm_90a: that GPU
+# only), from Hopper on; `f`, family-specific (sm_100f: 10.0 and 10.3 GPUs), added by CUDA 12.9
+# for Blackwell on (12.9: 10.0f 10.1f 10.3f 12.0f 12.1f; 13.0: 10.0f 10.3f 11.0f 12.0f 12.1f,
+# which test_cuda_arch_lists_nvcc.py compiles with the real nvcc)
+ARCH_SUFFIXES: dict[str, tuple[tuple[int, int], tuple[int, int]]] = {
+    "a": ((9, 0), (12, 0)),
+    "f": ((10, 0), (12, 9)),
+}
+SUFFIX_NAMES = {"a": "arch-specific", "f": "family-specific"}
+
+
+def suffixed_archs(known: frozenset[str], suffix: str) -> list[str]:
+    """The compute capabilities of `known` (one nvcc's) that it builds with `suffix`, in order."""
+    lowest = ARCH_SUFFIXES[suffix][0]
+    return sorted((a for a in known if _cc_key(a) >= lowest), key=_cc_key)
 
 
 def _builds(arch: str, known: frozenset[str]) -> bool:
     if arch in known:
         return True
     base, suffix = arch[:-1], arch[-1:]
-    return suffix in ARCH_SUFFIX_FROM and base in known and _cc_key(base) >= ARCH_SUFFIX_FROM[suffix]
+    return suffix in ARCH_SUFFIXES and base in suffixed_archs(known, suffix)
+
+
+def _cuda_key(version: str) -> tuple[int, int] | None:
+    try:
+        major, minor = version.split(".")[:2]
+        return int(major), int(minor)
+    except ValueError:
+        return None
 
 
 def _cc_key(arch: str) -> tuple[int, ...]:

@@ -80,3 +80,26 @@ def test_dry_run_of_an_aarch64_cuda_job_shows_3_14t_and_its_arch_list(job):
     assert bad.returncode == 2 and bad.stdout == "", bad.stdout
     assert bad.stderr.count("\n") == 1
     assert f"CUDA {cuda} cannot build compute capability {arch}" in bad.stderr
+
+
+X86_CUDA = {"12.9": "linux_64_blas_implgenericc_stdlib_version2.17cuda_compiler_version12.9gpu_backendcudarocm_versionNone",
+            "13.0": "linux_64_blas_implgenericc_stdlib_version2.28cuda_compiler_version13.0gpu_backendcudarocm_versionNone"}
+
+
+@pytest.mark.parametrize("cuda", sorted(X86_CUDA))
+def test_family_specific_cuda_archs_from_cuda_12_9(cuda):
+    """--cuda-arch '10.0f;12.0f' (CUDA 12.9's family-specific targets) reaches the build on both
+    CUDA versions; a capability without a family form is one line naming those that have one."""
+    job = X86_CUDA[cuda]
+    if not (CI_SUPPORT / f"{job}.yaml").is_file():
+        pytest.fail(f"{job} is missing from .ci_support (python -m feedstock rerender)")
+    proc = run("--dry-run", "--min-free-gb", "0", "--cuda-arch", "10.0f;12.0f", job)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "gpu archs:    10.0f;12.0f" in proc.stdout.splitlines()
+    assert "  FEEDSTOCK_CUDA_ARCH_LIST=10.0f;12.0f" in proc.stdout.splitlines()
+    bad = run("--dry-run", "--cuda-arch", "9.0f;12.0f", job)
+    assert bad.returncode == 2 and bad.stdout == "", bad.stdout
+    assert bad.stderr.count("\n") == 1 and bad.stderr.startswith("error: ")
+    assert f"CUDA {cuda} cannot build compute capability 9.0f (" in bad.stderr
+    family = "10.0f 10.1f 10.3f 12.0f 12.1f" if cuda == "12.9" else "10.0f 10.3f 11.0f 12.0f 12.1f"
+    assert f"family-specific {family}" in bad.stderr

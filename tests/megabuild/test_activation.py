@@ -45,3 +45,11 @@ def test_scripts_are_rewritten_atomically_and_idempotently(prefix: Path) -> None
     write_activation_scripts(prefix, CUDA_ARCH_LISTS["12.9"])
     assert (prefix / ACTIVATE).read_bytes() == before
     assert not [p for p in (prefix / ACTIVATE).parent.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_family_targets_reach_downstream_builds_in_the_form_cpp_extension_takes(tmp_path: Path) -> None:
+    """torch.utils.cpp_extension (2.13.0, 2.14.1) refuses `10.0f`: a libtorch built with family
+    targets exports their plain form, deduplicated; `a` targets and +PTX stay as they were."""
+    write_activation_scripts(tmp_path, "9.0a;10.0;10.0f;12.0f+PTX")
+    out = run_bash(f". {tmp_path / ACTIVATE}; {SHOW}", {})
+    assert out.splitlines() == ["9.0a;10.0;12.0+PTX"]

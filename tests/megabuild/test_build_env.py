@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from megabuild.build_env import (CUDA_ARCH_LISTS, ROCM_ARCH_LISTS, build_environment,
+from megabuild.build_env import (CUDA_ARCH_LISTS, ROCM_ARCH_LISTS, build_environment, check_cuda_archs,
                                  reported_version, system_libraries,
                                  mem_available_bytes)
 from megabuild.context import BuildContext
@@ -289,10 +289,43 @@ def test_arm_variant_type_reaches_the_driver_from_the_environment(tmp_path: Path
 
 def test_an_override_the_cuda_cannot_build_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(MegabuildError, match=r"CUDA 13\.0 cannot build compute capability 5\.0 "
-                                             r"\(it builds 7\.5 to 12\.1, and an arch-specific `a` target from 9\.0 on\)") as info:
+                                             r"\(it builds 7\.5 to 12\.1; arch-specific 9\.0a ") as info:
         env_for(tmp_path, {"FEEDSTOCK_CUDA_ARCH_LIST": "5.0;9.0"}, cuda_compiler_version="13.0",
                 gpu_backend="cuda")
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("cuda, archs", [("12.9", "10.0f;12.0f"), ("12.9", "8.0;10.1f;10.3f;12.1f+PTX"),
+                                         ("13.0", "10.0f;12.0f"), ("13.0", "9.0a;11.0f;12.0f+PTX")])
+def test_family_targets_from_cuda_12_9_reach_the_build(tmp_path: Path, cuda: str, archs: str) -> None:
+    """CUDA 12.9's family-specific targets, spelled as TORCH_CUDA_ARCH_LIST takes them."""
+    env = env_for(tmp_path, {"FEEDSTOCK_CUDA_ARCH_LIST": archs}, cuda_compiler_version=cuda,
+                  gpu_backend="cuda")
+    assert env["TORCH_CUDA_ARCH_LIST"] == archs
+
+
+@pytest.mark.parametrize("cuda, arch, accepted", [
+    ("13.0", "9.0f", "family-specific 10.0f 10.3f 11.0f 12.0f 12.1f"),   # Hopper has no family form
+    ("13.0", "10.1f", "family-specific 10.0f 10.3f 11.0f 12.0f 12.1f"),  # 13.0 calls it 11.0
+    ("12.9", "11.0f", "family-specific 10.0f 10.1f 10.3f 12.0f 12.1f"),
+    ("12.9", "8.6f", "family-specific 10.0f 10.1f 10.3f 12.0f 12.1f"),
+])
+def test_a_family_target_nvcc_lacks_is_refused_with_what_it_has(tmp_path: Path, cuda: str, arch: str,
+                                                                 accepted: str) -> None:
+    with pytest.raises(MegabuildError, match=f"CUDA {cuda} cannot build compute capability {arch} ") as info:
+        env_for(tmp_path, {"FEEDSTOCK_CUDA_ARCH_LIST": f"8.0;{arch}"}, cuda_compiler_version=cuda,
+                gpu_backend="cuda")
+    message = str(info.value)
+    assert "\n" not in message and accepted in message and "FEEDSTOCK_CUDA_ARCH_LIST / --cuda-arch" in message
+
+
+@pytest.mark.parametrize("cuda", ["12.8", "12.6.3", "11.8"])
+def test_family_targets_before_cuda_12_9_are_refused(cuda: str) -> None:
+    """No nvcc table for these versions (nvcc decides the rest), but `f` is known to be newer."""
+    with pytest.raises(MegabuildError, match=f"CUDA {cuda[:4]} cannot build compute capability 10.0f: "
+                                             r"nvcc has family-specific `f` targets from CUDA 12\.9 on"):
+        check_cuda_archs("9.0;10.0f", cuda)
+    check_cuda_archs("9.0;10.0", cuda)   # without the suffix: left to nvcc
 
 
 def test_compilers_temporary_files_stay_in_the_build_tree(tmp_path: Path) -> None:

@@ -94,25 +94,40 @@ def test_nvcc_table_matches_the_real_nvcc() -> None:
     assert NVCC_ARCHS[version] == real
 
 
-def test_the_arch_specific_targets_we_accept_are_those_the_real_nvcc_builds(tmp_path) -> None:
-    """Issue 35: `9.0a` on CUDA 12.9 was refused although nvcc builds sm_90a. nvcc compiles an
-    empty kernel for each `X.Ya` of its table: the ones check_cuda_archs accepts must build, the
-    ones it refuses must not."""
+@pytest.mark.parametrize("suffix", ["a", "f"])
+def test_the_suffixed_targets_we_accept_are_those_the_real_nvcc_builds(tmp_path, suffix: str) -> None:
+    """Issue 35: `9.0a` on CUDA 12.9 was refused although nvcc builds sm_90a; issue 47: `10.0f`,
+    CUDA 12.9's family-specific form, likewise. nvcc compiles an empty kernel for each `X.Ya` /
+    `X.Yf` of its table: the ones check_cuda_archs accepts must build, the ones it refuses must
+    not (a refused target fails in nvcc at once; each built one takes about 2 s)."""
     nvcc, version = _nvcc()
     if version not in NVCC_ARCHS:
         pytest.skip(f"no NVCC_ARCHS entry for this nvcc (CUDA {version})")
     (tmp_path / "k.cu").write_text("__global__ void k() {}\n")
     for base in sorted(NVCC_ARCHS[version], key=lambda a: tuple(map(int, a.split(".")))):
-        arch = base + "a"
-        cc = base.replace(".", "")
+        arch = base + suffix
+        cc = base.replace(".", "") + suffix
         built = subprocess.run([nvcc, "-c", str(tmp_path / "k.cu"), "-o", str(tmp_path / "k.o"),
-                                f"-gencode=arch=compute_{cc}a,code=sm_{cc}a"], capture_output=True, text=True)
+                                f"-gencode=arch=compute_{cc},code=sm_{cc}"], capture_output=True, text=True)
         try:
             check_cuda_archs(arch, version)
             accepted = True
         except MegabuildError:
             accepted = False
         assert accepted == (built.returncode == 0), (arch, built.stderr[-500:])
+
+
+def test_a_family_target_with_ptx_builds_as_pytorch_asks_for_it(tmp_path) -> None:
+    """`12.0f+PTX`, accepted by check_cuda_archs, is the cubin and the PTX PyTorch's
+    select_compute_arch.cmake asks nvcc for; the PTX is the family's (12.x GPUs only)."""
+    nvcc, version = _nvcc()
+    if version not in NVCC_ARCHS:
+        pytest.skip(f"no NVCC_ARCHS entry for this nvcc (CUDA {version})")
+    check_cuda_archs("10.0f;12.0f+PTX", version)
+    built = subprocess.run([nvcc, "-c", str(KERNEL), "-o", str(tmp_path / "k.o"),
+                            "-gencode=arch=compute_100f,code=sm_100f", "-gencode=arch=compute_120f,code=sm_120f",
+                            "-gencode=arch=compute_120f,code=compute_120f"], capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr[-500:]
 
 
 @pytest.mark.parametrize("archs, cuda", [("9.0a;12.0a", "12.9"), ("9.0a;10.0a+PTX", "13.0")])
