@@ -4,14 +4,14 @@ from __future__ import annotations
 import os
 import sys
 
-from .context import BuildContext
 from .errors import MegabuildError
+from .settings import start_step
 from .steps import run_step
 
 
 def main() -> int:
     try:
-        run_step(BuildContext.from_environ(os.environ), base=os.environ)
+        run_step(start_step(os.environ), base=os.environ)
     except MegabuildError as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return 1

@@ -13,8 +13,30 @@ from typing import Iterator
 PREFIX = "[megabuild]"
 
 
+_held: list[str] | None = None  # messages held back by `held`, in order
+
+
 def info(message: str) -> None:
+    if _held is not None:
+        _held.append(message)
+        return
     print(f"{PREFIX} {message}", file=sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def held() -> Iterator[list[str]]:
+    """Hold back what is logged inside and print it when the block ends (also when it fails);
+    the block may put a line before the held ones (the settings line, made from what the
+    block computed, yet the step's first line)."""
+    global _held
+    messages: list[str] = []
+    outer, _held = _held, messages
+    try:
+        yield messages
+    finally:
+        _held = outer
+        for message in messages:
+            info(message)
 
 
 def format_seconds(seconds: float) -> str:
