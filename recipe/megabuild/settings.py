@@ -62,8 +62,10 @@ def _jobs(ctx: BuildContext, environ: Mapping[str, str]) -> list[Setting]:
     pools = dict(entry.split("=", 1) for entry in ctx.env.get("CMAKE_JOB_POOLS", "").split(";")
                  if "=" in entry)
     size, asked = pools.get(job_pools.POOL_NAME, "none"), _given(environ, "FEEDSTOCK_HEAVY_JOBS")
-    source = DEFAULT if not asked else "FEEDSTOCK_HEAVY_JOBS" if asked == size \
-        else f"FEEDSTOCK_HEAVY_JOBS={asked}, at most jobs"
+    # the pool is never wider than MAX_JOBS: a bigger override is capped, and the line says so
+    capped = asked and not (asked.isdigit() and size.isdigit() and int(asked) == int(size))
+    source = DEFAULT if not asked else f"FEEDSTOCK_HEAVY_JOBS={asked}, at most jobs" if capped \
+        else "FEEDSTOCK_HEAVY_JOBS"
     return [jobs, Setting("heavy jobs", size, source)]
 
 
