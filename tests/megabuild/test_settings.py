@@ -140,3 +140,12 @@ def test_bad_input_stops_before_the_line_with_one_error(tree: Path, repo_root: P
     assert proc.stderr.splitlines() == ["error: FEEDSTOCK_MAX_JOBS='lots' is not a positive whole "
                                         "number; set it to the number of parallel compile jobs, e.g. 4"]
     assert not os.path.exists(tree / "src" / "megabuild-tmp")
+
+
+def test_the_driver_folders_are_named_only_when_set(tree: Path) -> None:
+    """The develop step puts the build folder and the stage outside the checkout."""
+    assert "dir" not in line_for(environ(tree, CPU)).replace("ccache dir", "")
+    line = line_for(environ(tree, CPU, MEGABUILD_STAGE_DIR=str(tree / "stage"),
+                            MEGABUILD_BUILD_DIR=str(tree / "build")))
+    assert line.endswith(f"stage dir {tree / 'stage'} (MEGABUILD_STAGE_DIR), "
+                         f"build dir {tree / 'build'} (MEGABUILD_BUILD_DIR)")

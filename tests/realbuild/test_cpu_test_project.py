@@ -10,9 +10,16 @@ no build/host prefix path in any installed text file, every symlink inside the n
 
 The recipe's own test sections ask for real PyTorch (torchrun, torch.backends, ...), which the
 test project does not have, so rattler-build builds with its tests off here.
+
+The build runs with every developer override set (DEVELOPER_SETTINGS: what build-locally.py's
+--jobs, --heavy-jobs, --cuda-arch, --rocm-arch, --dev-tag, --compile-cache[-read-only] and
+--ccache set, the cache password and the front-end override), none of which changes what the
+test project compiles; the driver's first line in the build log must show each value with its
+variable as the source: each one went through recipe.yaml and rattler-build for real.
 """
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -46,13 +53,33 @@ def split_on(recipe: Path, python: str, dest: Path) -> Path:
     return dest / "recipe.yaml"
 
 
+DEV_TAG = "realbuild"
+CACHE_PASSWORD = "not-a-real-password-47"
+SAME_FRONT_END = ("# the front end the test project declares, through the developer override\n"
+                  "from megabuild.scikit_build import ScikitBuildCoreFrontend\n\n\n"
+                  "def frontend():\n    return ScikitBuildCoreFrontend()\n")
+
+
+def developer_settings(work: Path) -> dict[str, str]:
+    """Every developer override (recipe/megabuild/overrides.py), each with a value that leaves
+    the test project's compiles as they are: the arch lists are another backend's, the compile
+    cache is an empty folder used read-only, the front end is the one the tree declares."""
+    (work / "realbuild-compile-cache").mkdir(exist_ok=True)
+    (work / "same_front_end.py").write_text(SAME_FRONT_END)
+    return {"FEEDSTOCK_MAX_JOBS": "2", "FEEDSTOCK_HEAVY_JOBS": "1",
+            "FEEDSTOCK_CUDA_ARCH_LIST": "10.0f;12.0f", "FEEDSTOCK_ROCM_ARCH": "gfx90a",
+            "FEEDSTOCK_DEV_TAG": DEV_TAG, "FEEDSTOCK_COMPILE_CACHE": str(work / "realbuild-compile-cache"),
+            "FEEDSTOCK_COMPILE_CACHE_READ_ONLY": "1", "FEEDSTOCK_COMPILE_CACHE_PASSWORD": CACHE_PASSWORD,
+            "CCACHE_DIR": str(work / "realbuild-ccache-dir"), "MEGABUILD_FRONTEND": str(work / "same_front_end.py")}
+
+
 @pytest.fixture(scope="session")
 def realbuild(realbuild_toolchain: dict) -> dict:
     work, toolchain = realbuild_toolchain["work"], realbuild_toolchain["toolchain"]
     recipe = split_on(realbuild_toolchain["recipe"], SPLIT_PYTHON, work / "recipe-split-311")
     variant = realbuild_toolchain["cpu_variant"]
     build = build_feedstock(recipe, variant, toolchain.channel, work / "build_artifacts",
-                            environ={"FEEDSTOCK_MAX_JOBS": "2"}, keep_build=True)
+                            environ=developer_settings(work), keep_build=True)
     prefix = work / "elsewhere" / "env"
     install_from_channel(build.output_dir, ["pytorch-cpu", "python 3.11.*"], prefix,
                          extra_channels=[toolchain.channel], cache=work / "pkgs")
@@ -62,10 +89,11 @@ def realbuild(realbuild_toolchain: dict) -> dict:
 
 def test_packages_built(realbuild):
     names = realbuild["build"].names()
-    assert any(n.startswith(f"libtorch-{RECIPE_VERSION}-cpu_generic_h") for n in names), names
+    tag = f"dev{DEV_TAG}_cpu_generic"   # FEEDSTOCK_DEV_TAG marks every build string
+    assert any(n.startswith(f"libtorch-{RECIPE_VERSION}-{tag}_h") for n in names), names
     for py in ("311", "312"):
-        assert any(n.startswith(f"pytorch-{RECIPE_VERSION}-cpu_generic_py{py}_h") for n in names), names
-    assert any(n.startswith(f"pytorch-cpu-{RECIPE_VERSION}-cpu_generic_h") for n in names), names
+        assert any(n.startswith(f"pytorch-{RECIPE_VERSION}-{tag}_py{py}_h") for n in names), names
+    assert any(n.startswith(f"pytorch-cpu-{RECIPE_VERSION}-{tag}_h") for n in names), names
 
 
 def test_import_torch_in_the_installed_prefix(realbuild):
@@ -147,3 +175,45 @@ def test_the_scikit_build_core_front_end_kept_the_build_across_outputs(realbuild
     assert len(built) == 3, built
     for cleared in ("clearing cache", "New isolated environment"):
         assert cleared not in text
+
+
+def first_driver_line(lines: list[str], start: int) -> str:
+    """The first line the driver printed for the step whose `==>` line is lines[start]: the
+    driver's lines just before it back to the previous step's `<==` (or the log's start)."""
+    first = start
+    for i in range(start - 1, -1, -1):
+        if "[megabuild] " not in lines[i]:
+            continue
+        if "[megabuild] <== " in lines[i] or "[megabuild] ==> " in lines[i]:
+            break
+        first = i
+    return lines[first]
+
+
+def test_the_driver_received_every_developer_setting(realbuild):
+    """Issue 47: conda-build dropped the developer settings its script_env did not list, and the
+    build went on with defaults without a word. Every driver step's first line names each
+    setting with its source; in rattler-build's own build of recipe.yaml each override must show
+    its value and its variable, in every step whose log survives (the staging's and the last
+    output's), and the cache password must never show."""
+    logs = sorted(realbuild["build"].output_dir.glob("bld/*/work/conda_build.log"))
+    text = "\n".join(log.read_text(errors="replace") for log in logs)
+    lines = text.splitlines()
+    steps = [i for i, line in enumerate(lines) if re.search(r"\[megabuild\] ==> \S+ \(megabuild driver\)", line)]
+    assert {lines[i].split("==> ")[1].split()[0] for i in steps} >= {"libtorch-split", "pytorch"}, logs
+    expected = [r"jobs 2 \(FEEDSTOCK_MAX_JOBS\)", r"heavy jobs 1 \(FEEDSTOCK_HEAVY_JOBS\)",
+                r"cuda archs 10\.0f;12\.0f \(FEEDSTOCK_CUDA_ARCH_LIST, ignored: a cpu build\)",
+                r"rocm archs gfx90a \(FEEDSTOCK_ROCM_ARCH, ignored: a cpu build\)",
+                rf"dev tag {DEV_TAG} \(FEEDSTOCK_DEV_TAG\)",
+                r"compile cache \S+/realbuild-compile-cache \(FEEDSTOCK_COMPILE_CACHE\)",
+                r"ccache dir \S+/realbuild-ccache-dir \(CCACHE_DIR, ignored: FEEDSTOCK_COMPILE_CACHE wins\)",
+                r"compile cache read-only yes \(FEEDSTOCK_COMPILE_CACHE_READ_ONLY\)",
+                r"compile cache password set \(FEEDSTOCK_COMPILE_CACHE_PASSWORD\)",
+                r"front end \S+/same_front_end\.py \(MEGABUILD_FRONTEND\)"]
+    for i in steps:
+        settings = first_driver_line(lines, i)
+        assert "[megabuild] settings: " in settings, (lines[i], settings)
+        for part in expected:
+            assert re.search(part, settings), (part, settings)
+        assert "(default)" not in settings, settings
+    assert CACHE_PASSWORD not in text
