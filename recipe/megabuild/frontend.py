@@ -41,15 +41,24 @@ class Frontend(Protocol):
 # Optional: `layout_dir(ctx, target) -> Path`, the `torch/` folder whose bin, lib, include and
 # share the split step stages. Without it, setup.py's `build_dir/lib.*/torch` is looked up.
 # Optional: `check(ctx)`, what the front end refuses (a CMake outside the recipe's range, a
-# build folder of another source tree), called by every step before it writes anything; a
-# front end that runs no CMake (the tests' wheel stand-in) has none.
+# build folder of another source tree), called by every step before it writes anything; it
+# returns the path of the CMake the step will run. A front end that runs no CMake (the
+# tests' wheel stand-in) has none.
+# Optional: `configure(ctx) -> bool`, CMake's configure alone into build_dir, as the next
+# build() would run it; False when it cannot. The split runs it before each build, so what the
+# cache says is checked before anything compiles (configure_checks).
 
 
-def check_frontend(frontend: Frontend, ctx: BuildContext) -> None:
-    """The front end's own refusals, if it has any (see `check` above)."""
+def check_frontend(frontend: Frontend, ctx: BuildContext) -> str | None:
+    """The front end's own refusals, if it has any (see `check` above); its CMake's path."""
     check = getattr(frontend, "check", None)
-    if callable(check):
-        check(ctx)
+    return check(ctx) if callable(check) else None
+
+
+def configure_first(frontend: Frontend, ctx: BuildContext) -> bool:
+    """Run the front end's configure alone (see `configure` above); whether it ran."""
+    configure = getattr(frontend, "configure", None)
+    return bool(configure(ctx)) if callable(configure) else False
 
 
 class SetupPyFrontend:
@@ -58,18 +67,32 @@ class SetupPyFrontend:
     def build_dir(self, ctx: BuildContext) -> Path:
         return ctx.src_dir / "build"
 
-    def check(self, ctx: BuildContext) -> None:
-        check_cmake(ctx.env)
+    def check(self, ctx: BuildContext) -> str:
+        cmake = check_cmake(ctx.env)
         build_dir = self.build_dir(ctx)
         check_cache_source(build_dir / "CMakeCache.txt", ctx.src_dir,
                            f"remove {build_dir} to build from scratch, or build from that tree")
+        return cmake
+
+    def configure(self, ctx: BuildContext) -> bool:
+        """setup.py's own configure (`build --cmake-only`) into a folder without a cache; on
+        an existing cache the step's CMake configures it again. That is what Ninja would run
+        before compiling anyway, but Ninja runs the CMake that wrote build.ninja (the cache's
+        CMAKE_COMMAND), which may be gone: PyPI's cmake in an earlier step's environment."""
+        job_pools.ensure_include(ctx.env)  # CMake reads it at (re)configure time
+        build_dir = self.build_dir(ctx)
+        if (build_dir / "CMakeCache.txt").is_file():
+            run_command([check_cmake(ctx.env), "-S", ctx.src_dir, "-B", build_dir], ctx)
+        else:
+            run_command([ctx.python, "setup.py", "build", "--cmake-only"], ctx)
+        return True
 
     def build(self, ctx: BuildContext) -> None:
         job_pools.ensure_include(ctx.env)  # CMake reads it at (re)configure time
         run_command([ctx.python, "setup.py", "build"], ctx)
 
     def install(self, ctx: BuildContext) -> None:
-        job_pools.ensure_include(ctx.env)
+        self.configure(ctx)  # by this step's CMake, never by a CMAKE_COMMAND that is gone
         run_command([ctx.python, "-m", "pip", "install", ".", "--no-deps",
                      "--no-build-isolation", "--disable-pip-version-check"], ctx)
 

@@ -50,7 +50,8 @@ from .context import BuildContext
 from .errors import MegabuildError
 from .build_commands import check_cache_source, run_command
 from .python_target import PythonTarget
-from .tool_versions import check_cmake
+from .cmake_choice import fix_for, scikit_build_cmake
+from .tool_versions import require_in_range
 
 BUILD_DIR_NAME = "megabuild-build"  # in the source tree (rattler-build's staging cache keeps it)
 BACKEND_DIR = "scikit-build-core"  # in the stage: the one scikit-build-core every step runs
@@ -67,6 +68,8 @@ CMAKE_READS_FROM_ENV = re.compile(
     r"TOOLCHAIN_FILE|\w+_COMPILER_LAUNCHER|\w+_LINKER_LAUNCHER|COLOR_DIAGNOSTICS)$")
 _QUERY = ("import json, os, scikit_build_core as s; "
           "print(json.dumps([s.__version__, os.path.dirname(os.path.abspath(s.__file__))]))")
+# run by the step's interpreter: CMake's configure alone (see that file)
+CONFIGURE_SCRIPT = Path(__file__).with_name("skbuild_configure.py")
 
 
 def parse_version(text: str) -> tuple[int, ...]:
@@ -134,10 +137,14 @@ class ScikitBuildCoreFrontend:
                                      f"it now would clear every object; {start_over}")
         check_cache_source(build_dir / "CMakeCache.txt", ctx.src_dir, start_over)
 
-    def check(self, ctx: BuildContext) -> None:
-        """What every step checks first: the CMake in range, the build folder this tree's."""
-        check_cmake(ctx.env)
+    def check(self, ctx: BuildContext) -> str:
+        """What every step checks first: the CMake scikit-build-core will run (not only PATH's)
+        in range, the build folder this tree's. Returns that CMake's path."""
+        env = self._backend_env(ctx)
+        chosen = scikit_build_cmake(ctx.python, ctx.src_dir, env)
+        require_in_range(chosen.path, chosen.release, fix_for(chosen, ctx.python))
         self.check_build_dir(ctx)
+        return chosen.path
 
     # -- the one scikit-build-core --------------------------------------------------------
     def freeze_backend(self, ctx: BuildContext) -> str:
@@ -180,12 +187,17 @@ class ScikitBuildCoreFrontend:
         return self.backend_dir(ctx)
 
     # -- how the environment reaches CMake ------------------------------------------------
-    def environment(self, ctx: BuildContext) -> dict[str, str]:
-        """ctx.env with the driver's scikit-build-core first on PYTHONPATH, MAX_JOBS as
-        CMAKE_BUILD_PARALLEL_LEVEL, and the steering variables taken from an existing cache."""
+    def _backend_env(self, ctx: BuildContext) -> dict[str, str]:
+        """ctx.env with the driver's scikit-build-core first on PYTHONPATH, as the backend runs."""
         env = dict(ctx.env)
         path = env.get("PYTHONPATH", "")
         env["PYTHONPATH"] = str(self.backend_dir(ctx)) + (f":{path}" if path else "")
+        return env
+
+    def environment(self, ctx: BuildContext) -> dict[str, str]:
+        """ctx.env with the driver's scikit-build-core first on PYTHONPATH, MAX_JOBS as
+        CMAKE_BUILD_PARALLEL_LEVEL, and the steering variables taken from an existing cache."""
+        env = self._backend_env(ctx)
         if env.get("MAX_JOBS"):
             env.setdefault("CMAKE_BUILD_PARALLEL_LEVEL", env["MAX_JOBS"])
         cache_file = self.build_dir(ctx) / "CMakeCache.txt"
@@ -196,20 +208,24 @@ class ScikitBuildCoreFrontend:
                 env[key] = value
         return env
 
-    def config_settings(self, ctx: BuildContext) -> list[str]:
-        """pip's `--config-settings` arguments: the build folder, the build type and the other CMAKE_* defines."""
+    def settings(self, ctx: BuildContext) -> dict[str, str]:
+        """The backend's config settings: the build folder, the build type and the other CMAKE_* defines."""
         # install.strip=false: scikit-build-core strips what it installs by default; the setup.py
         # build did not, and the packages keep the symbol tables they had (backtraces, nm, perf)
-        settings = [f"build-dir={self.build_dir(ctx)}", "install.strip=false"]
+        settings = {"build-dir": str(self.build_dir(ctx)), "install.strip": "false"}
         for key, value in sorted(ctx.env.items()):
             if not key.startswith("CMAKE_") or CMAKE_READS_FROM_ENV.match(key):
                 continue
             if key == "CMAKE_BUILD_TYPE":
-                settings.append(f"cmake.build-type={value}")
+                settings["cmake.build-type"] = value
             else:
-                settings.append(f"cmake.define.{key}={value}")
+                settings[f"cmake.define.{key}"] = value
+        return settings
+
+    def config_settings(self, ctx: BuildContext) -> list[str]:
+        """pip's `--config-settings` arguments for `settings`."""
         # the long form: the short -C came with pip 23.1, and 3.10's bundled pip is older
-        return [f"--config-settings={setting}" for setting in settings]
+        return [f"--config-settings={key}={value}" for key, value in self.settings(ctx).items()]
 
     def _pip(self, ctx: BuildContext, verb: list[str]) -> None:
         """pip on the source tree; the callers have checked the build folder first."""
@@ -221,6 +237,25 @@ class ScikitBuildCoreFrontend:
                     ctx, env=self.environment(ctx))
 
     # -- the Frontend methods -------------------------------------------------------------
+    def configure(self, ctx: BuildContext) -> bool:
+        """CMake's configure alone, into the build folder, by the backend's own code path for
+        it (the one its `sdist.cmake` setting takes), with the settings and environment the
+        build gets; the build's own configure then finds the cache as it left it. False when
+        the frozen scikit-build-core has no such path (the checks then wait for the build)."""
+        self.check_build_dir(ctx)  # before anything is written
+        version = self.freeze_backend(ctx)
+        env = self.environment(ctx)
+        probe = subprocess.run([str(ctx.python), str(CONFIGURE_SCRIPT), "--probe"], env=env,
+                               cwd=ctx.src_dir, capture_output=True, text=True, timeout=120)
+        if probe.returncode != 0:
+            log.info(f"scikit-build-core {version} has no configure-only entry; the checks "
+                     "after CMake's configure wait for the build")
+            return False
+        job_pools.ensure_include(ctx.env)  # CMake reads it at every configure
+        run_command([ctx.python, CONFIGURE_SCRIPT, json.dumps(self.settings(ctx))], ctx,
+                    env=env)
+        return True
+
     def build(self, ctx: BuildContext) -> None:
         """The split build: a wheel (kept in the stage), unpacked for staging."""
         self.check_build_dir(ctx)  # before anything is written

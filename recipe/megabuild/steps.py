@@ -42,19 +42,22 @@ import time
 from pathlib import Path
 from typing import Callable, Mapping
 
-from . import compile_cache, log
+from . import compile_cache, linalg_flavour, log
 from .activation import write_activation_scripts
 from .build_env import gpu_backend
 from .cmake_cache import CMakeCache
+from .cmake_self import replace_dead_cmake
+from .configure_checks import check_configured, check_flipped, flipped_switches
 from .context import BuildContext
 from .errors import MegabuildError
 from .files import write_atomically
 from .build_commands import check_cache_source, run_command
 from .hipify import run_hipify
-from .frontend import Frontend, check_frontend, layout_dir, select_frontend
-from .python_target import PythonTarget, require_python_record
+from .frontend import Frontend, check_frontend, configure_first, layout_dir, select_frontend
+from .python_target import PythonTarget
 from .retarget import retarget_cache
 from .source_prep import prepare_source
+from .split_rerun import require_split_python, restore_split_state
 from .staging import (copy_tree, find_clobbers, installed_top_levels,
                       is_cuda_linalg_library, is_python_library, link_into_prefix,
                       remove_foreign_pyc, replace_stage, LIBTORCH_DIRS)
@@ -109,6 +112,7 @@ def _stage(layout: Path, dest: Path, keep: Callable[[Path], bool]) -> list[Path]
 
 
 def _stage_linalg(layout: Path, dest: Path) -> None:
+    linalg_flavour.forget(dest)  # recorded only once its flavour is known (linalg_flavour)
     _linalg_libraries(layout)  # a clear error when the build made none
     files = _stage(layout, dest, keep=lambda p: is_cuda_linalg_library(p.name))
     log.info(f"staged {', '.join(p.name for p in files)} -> {dest}")
@@ -134,14 +138,24 @@ def run_split(ctx: BuildContext, frontend: Frontend | None = None) -> None:
     prepare_source(Path(ctx.src_dir))
     if backend == "rocm":
         run_hipify(ctx)
+    cache_path = build_dir / "CMakeCache.txt"
+    switches = flipped_switches(backend, ctx.env)
+    restore_split_state(cache_path, target, switches)
+    # configure alone first: what the pytorch steps and the flip need of the cache is checked
+    # before anything compiles (configure_checks); front ends without a configure of their
+    # own are checked after the build
+    with log.step("split: configure"):
+        if configure_first(frontend, ctx):
+            check_configured(cache_path, ctx.src_dir, switches)
     with log.step(f"split: build against Python {target.version}"):
         frontend.build(ctx)
-    cache_path = build_dir / "CMakeCache.txt"
-    # what the pytorch steps will need of this cache, checked before anything is staged
-    require_python_record(CMakeCache.read(cache_path))
+    check_configured(cache_path, ctx.src_dir, switches)
     layout = layout_dir(frontend, ctx, target)
     if backend == "cuda":
-        _stage_linalg(layout, linalg_stage_dir(ctx, magma=False))
+        nomagma_dir, magma_dir = linalg_stage_dir(ctx, magma=False), linalg_stage_dir(ctx, magma=True)
+        linalg_flavour.forget(magma_dir)  # until the flip below is proven, no magma stage installs
+        _stage_linalg(layout, nomagma_dir)
+        linalg_flavour.record(nomagma_dir, CMakeCache.read(cache_path).get("USE_MAGMA"))
         _wait_past_install_granularity(build_dir)
         with log.step("split: rebuild libtorch_cuda_linalg with USE_MAGMA=ON"):
             cache = CMakeCache.read(cache_path)
@@ -149,19 +163,26 @@ def run_split(ctx: BuildContext, frontend: Frontend | None = None) -> None:
             cache.set("USE_MAGMA", "ON")
             cache.write(cache_path)
             log.info(f"{cache_path}: USE_MAGMA {old} -> ON")
+            if configure_first(frontend, ctx):
+                check_flipped(cache_path, "USE_MAGMA", "ON")
             frontend.build(ctx)
+        check_flipped(cache_path, "USE_MAGMA", "ON")
         layout = layout_dir(frontend, ctx, target)
-        _stage_linalg(layout, linalg_stage_dir(ctx, magma=True))
-        nomagma, magma = (sorted(linalg_stage_dir(ctx, m).rglob("*.so*")) for m in (False, True))
+        _stage_linalg(layout, magma_dir)
+        nomagma, magma = (sorted(d.rglob("*.so*")) for d in (nomagma_dir, magma_dir))
         if [p.read_bytes() for p in nomagma] == [p.read_bytes() for p in magma]:
+            shutil.rmtree(magma_dir)  # the nomagma library under the magma name: never installed
             raise MegabuildError("libtorch_cuda_linalg did not change after setting USE_MAGMA=ON "
-                                 f"in {cache_path}; the build ignored the flag or installed a "
-                                 "stale copy (check that MAGMA was found)")
+                                 f"in {cache_path}, although the configure kept it ON; the "
+                                 "linalg sources ignore USE_MAGMA or the build installed a stale "
+                                 "copy; no magma stage was kept")
+        linalg_flavour.record(magma_dir, CMakeCache.read(cache_path).get("USE_MAGMA"))
     # libtorch is staged from the final build (after the MAGMA flip): its headers record
     # USE_MAGMA (ATen/cuda/CUDAConfig.h) and torch_cuda is compiled against them, so it must
     # match the pristine cache that the pytorch steps rebuild from
     _stage_libtorch(layout, ctx.stage_dir / LIBTORCH_STAGE)
     CMakeCache.read(cache_path)  # refuse to save a cache we could not patch later
+    require_split_python(cache_path, target)
     write_atomically(pristine_cache_path(ctx), cache_path.read_bytes())
     log.info(f"saved pristine cache -> {pristine_cache_path(ctx)}")
 
@@ -223,6 +244,7 @@ def install_cuda_linalg(ctx: BuildContext) -> None:
     source = linalg_stage_dir(ctx, magma)
     _require_stage(source)
     check_stage_source(ctx)
+    linalg_flavour.check(source)  # the library is the flavour the stage's name says
     with log.step(f"libtorch-cuda-linalg ({'magma' if magma else 'nomagma'}): install"):
         copied = install_staged(source, ctx.prefix)
         log.info(f"installed {', '.join(p.name for p in copied)}")
@@ -237,14 +259,18 @@ def megabuild_enabled(ctx: BuildContext) -> bool:
     return value == "true"
 
 
-def _retarget_split_cache(ctx: BuildContext, frontend: Frontend, target: PythonTarget) -> None:
-    """megabuild=true: the split build's cache, retargeted from the pristine copy."""
+def _retarget_split_cache(ctx: BuildContext, frontend: Frontend, target: PythonTarget,
+                          cmake: str | None) -> None:
+    """megabuild=true: the split build's cache, retargeted from the pristine copy; a CMake it
+    names that is gone is replaced by this step's (`cmake`)."""
     with log.step(f"pytorch (megabuild=true): retarget the split build's cache to Python "
                   f"{target.version}"):
         cache = CMakeCache.read(pristine_cache_path(ctx))
         changes = retarget_cache(cache, target)
         for change in changes:
             log.info(f"  {change.describe()}")
+        for change in replace_dead_cmake(cache, cmake, ctx.stage_dir, ctx.env) if cmake else []:
+            log.info(f"  {change}")
         cache.write(frontend.build_dir(ctx) / "CMakeCache.txt")
 
 
@@ -272,10 +298,10 @@ def build_pytorch(ctx: BuildContext, frontend: Frontend | None = None) -> None:
     # refusals first: nothing is written for a foreign stage, build folder or CMake
     if retarget:
         check_stage_source(ctx)
-    check_frontend(frontend, ctx)
+    cmake = check_frontend(frontend, ctx)
     target = PythonTarget.query(ctx.python, ctx.env)
     if retarget:
-        _retarget_split_cache(ctx, frontend, target)
+        _retarget_split_cache(ctx, frontend, target, cmake)
     else:
         _configure_fresh(ctx, frontend, target)
     with log.step(f"pytorch: build and install for Python {target.version}"):

@@ -43,6 +43,11 @@ def cmake_release(env: Mapping[str, str]) -> tuple[str, tuple[int, ...]]:
     if path is None:
         raise MegabuildError(f"no cmake on the build environment's PATH; add `{CMAKE_SPEC}` to "
                              "the build requirements")
+    return path, release_of(path, env)
+
+
+def release_of(path: str, env: Mapping[str, str]) -> tuple[int, ...]:
+    """The release `path --version` prints; a CMake that cannot say is an error."""
     try:
         proc = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60,
                               env=dict(env))
@@ -52,16 +57,22 @@ def cmake_release(env: Mapping[str, str]) -> tuple[str, tuple[int, ...]]:
     if not release:
         raise MegabuildError(f"{path} --version printed no version (exit code {proc.returncode}); "
                              f"install a working `{CMAKE_SPEC}` into the build environment")
-    return path, release
+    return release
 
 
-def check_cmake(env: Mapping[str, str]) -> str:
-    """The CMake the step will run, refused outside [CMAKE_FLOOR, CMAKE_CEILING); returns its
-    path. Called before a step writes anything."""
-    path, release = cmake_release(env)
+ON_PATH = "put a CMake in that range first on PATH (the recipe's build requirement does)"
+
+
+def require_in_range(path: str, release: tuple[int, ...], fix: str = ON_PATH) -> str:
+    """`path` when its release is in [CMAKE_FLOOR, CMAKE_CEILING); else one line ending in `fix`."""
     if not in_range(release):
         shown = ".".join(map(str, release))
         raise MegabuildError(f"{path} is CMake {shown}, outside the range this recipe builds "
-                             f"with ({CMAKE_SPEC}); put a CMake in that range first on PATH "
-                             "(the recipe's build requirement does)")
+                             f"with ({CMAKE_SPEC}); {fix}")
     return path
+
+
+def check_cmake(env: Mapping[str, str]) -> str:
+    """The CMake the step will run from PATH (setup.py's), refused outside [CMAKE_FLOOR,
+    CMAKE_CEILING); returns its path. Called before a step writes anything."""
+    return require_in_range(*cmake_release(env))

@@ -7,7 +7,9 @@ invocations it made. A compiler launcher logs every compile.
 """
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import subprocess
 import sys
 from collections import Counter
@@ -442,9 +444,55 @@ def test_split_refuses_a_magma_flip_that_changed_nothing(venvs, tmp_path: Path) 
     variant = {"cuda_compiler_version": "13.0", "blas_impl": "generic", "CPU_COUNT": "2",
                "target_platform": "linux-64", "PKG_NAME": "libtorch-split"}
     ctx = BuildContext.create(src, tmp_path / "prefix", venvs[version], variant, base)
-    with pytest.raises(MegabuildError, match="did not change after setting USE_MAGMA=ON"):
+    with pytest.raises(MegabuildError, match="did not change after setting USE_MAGMA=ON") as info:
         run_step(ctx)
+    assert "MAGMA was found" not in str(info.value)  # the configure kept USE_MAGMA on: not the cause
     assert not (ctx.stage_dir / "CMakeCache.pristine.txt").exists()
+    # no magma stage is left to install, and the step that would install one refuses
+    assert not (ctx.stage_dir / "cuda-linalg" / "magma").exists()
+    prefix = tmp_path / "linalg-prefix"
+    install = BuildContext.create(src, prefix, venvs[version], {**variant, "PKG_NAME": "libtorch-cuda-linalg",
+                                                                "use_magma": "true"}, base)
+    with pytest.raises(MegabuildError, match="no staged files .*magma"):
+        run_step(install)
+    assert not prefix.exists()
+
+
+def test_a_linalg_stage_whose_library_is_not_its_flavour_is_refused(gpu_build, tmp_path: Path) -> None:
+    """The split records each linalg stage's flavour and bytes; the install step refuses a
+    stage that no longer matches its record, or whose library is the other flavour's."""
+    stage = tmp_path / "stage"
+    shutil.copytree(gpu_build.stage / "cuda-linalg", stage / "cuda-linalg")
+    shutil.copy2(gpu_build.stage / "CMakeCache.pristine.txt", stage)
+    magma_lib = stage / "cuda-linalg" / "magma" / "lib" / "libtorch_cuda_linalg.so"
+    nomagma_lib = stage / "cuda-linalg" / "nomagma" / "lib" / "libtorch_cuda_linalg.so"
+    prefix = tmp_path / "prefix"
+
+    def install(flavour: str) -> None:
+        run_step(BuildContext.create(gpu_build.src, prefix, gpu_build.venvs[gpu_build.split_version],
+                                     {**gpu_build.variant, "PKG_NAME": "libtorch-cuda-linalg",
+                                      "use_magma": "true" if flavour == "magma" else "false"},
+                                     gpu_build.base, stage))
+
+    record = stage / "cuda-linalg" / "magma.json"
+    assert json.loads(record.read_text())["flavour"] == "magma"
+    # the nomagma library under the magma name (what a failed split used to leave)
+    shutil.copy2(nomagma_lib, magma_lib)
+    with pytest.raises(MegabuildError, match=r"^the files in .*magma are not the ones the split staged"):
+        install("magma")
+    # ... even with a record made to fit it
+    data = json.loads(record.read_text())
+    data["files"] = json.loads((stage / "cuda-linalg" / "nomagma.json").read_text())["files"]
+    record.write_text(json.dumps(data))
+    with pytest.raises(MegabuildError, match=r"holds the same library as the nomagma stage, so it is not a magma build"):
+        install("magma")
+    # a stage without its record (a split that stopped before it knew the flavour)
+    record.unlink()
+    with pytest.raises(MegabuildError, match=r"has no record of its MAGMA flavour .*run the libtorch-split step again"):
+        install("magma")
+    assert not prefix.exists()
+    install("nomagma")  # the untouched flavour still installs
+    assert (prefix / "lib" / "libtorch_cuda_linalg.so").read_bytes() == nomagma_lib.read_bytes()
 
 
 # -- installing into a prefix that holds host dependencies -----------------------------------------

@@ -28,7 +28,8 @@ if str(REPO_ROOT / "recipe") not in sys.path:
 from megabuild.context import BuildContext  # noqa: E402
 from tests.support.build_tools import NEWEST_CMAKE, BuildToolsUnavailable, tool_path  # noqa: E402
 from megabuild.build_commands import run_command  # noqa: E402
-from megabuild.frontend import Frontend, SetupPyFrontend, check_frontend, layout_dir, select_frontend  # noqa: E402
+from megabuild.frontend import (Frontend, SetupPyFrontend, check_frontend, configure_first,  # noqa: E402
+                                layout_dir, select_frontend)
 from megabuild.scikit_build import ScikitBuildCoreFrontend  # noqa: E402
 from megabuild.source_prep import prepare_source  # noqa: E402
 from megabuild.steps import run_step  # noqa: E402
@@ -205,8 +206,11 @@ class RecordingFrontend:
     def layout_dir(self, ctx: BuildContext, target) -> Path:
         return layout_dir(self.inner, ctx, target)
 
-    def check(self, ctx: BuildContext) -> None:
-        check_frontend(self.inner, ctx)
+    def check(self, ctx: BuildContext) -> str | None:
+        return check_frontend(self.inner, ctx)
+
+    def configure(self, ctx: BuildContext) -> bool:
+        return configure_first(self.inner, ctx)
 
     def _mark(self, label: str) -> None:
         lines = self.log_file.read_text().splitlines() if self.log_file.exists() else []
