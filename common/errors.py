@@ -10,6 +10,7 @@ EXIT_USAGE = 2             # bad input: an argument, a file, a value; the line s
 EXIT_ENVIRONMENT = 3       # this machine cannot do it: a tool, an engine, the disk, a channel's contents
 EXIT_BUSY = 4              # another run holds the lock, and --no-wait was given: try later
 EXIT_INTERRUPTED = 130     # Ctrl-C or SIGTERM (the shell's 128 + SIGINT)
+EXIT_HANGUP = 129          # SIGHUP, a closed terminal, stopped like Ctrl-C (128 + SIGHUP)
 
 
 class ToolError(Exception):

@@ -1,4 +1,4 @@
-"""Ctrl-C and SIGTERM held back where an interruption would do harm, and passed on after.
+"""Ctrl-C, SIGTERM and SIGHUP held back where an interruption would do harm, and passed on after.
 
 - `signals_held`: the renames of an all-or-nothing write (common.atomic_files) run whole.
 - `interrupt_after_call`: a library call that would swallow the interrupt (it runs Python
@@ -17,9 +17,41 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 
+# what stops a command: Ctrl-C, a supervisor's SIGTERM, the hangup of a closed terminal
+INTERRUPTS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class SignalInterrupt(KeyboardInterrupt):
+    """SIGTERM or SIGHUP taken as Ctrl-C: the same stop, and the name of what asked for it."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def raise_interrupt(signum: int, frame: object) -> None:
+    """A handler that makes SIGTERM or SIGHUP a Ctrl-C (KeyboardInterrupt)."""
+    raise SignalInterrupt(signum)
+
+
+def interrupt_name(exc: BaseException) -> str:
+    """`Ctrl-C`, `SIGTERM` or `SIGHUP` for an interrupt."""
+    return exc.args[0] if isinstance(exc, SignalInterrupt) else "Ctrl-C"
+
+
+def take_interrupts(handler: Callable[[int, object], None]) -> dict[int, object]:
+    """Install `handler` for SIGTERM, and for SIGHUP unless it is ignored (`nohup` ignores it
+    so that a command outlives its terminal); returns what was there before."""
+    previous = {signal.SIGTERM: signal.signal(signal.SIGTERM, handler)}
+    if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:
+        previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, handler)
+    return previous
+
+
 @contextlib.contextmanager
 def signals_held(on_first: Callable[[], None] | None = None) -> Iterator[None]:
-    """SIGINT and SIGTERM wait until the block ends (then they arrive as usual). Python runs
+    """SIGINT, SIGTERM and SIGHUP wait until the block ends (then they arrive as usual; one
+    that is ignored stays ignored). Python runs
     signal handlers in the main thread, so a handler that only notes the signal holds it back
     whichever thread the kernel delivered it to (a signal mask would hold back only one).
     `on_first` runs when the first one comes (to make the block end sooner)."""
@@ -33,7 +65,8 @@ def signals_held(on_first: Callable[[], None] | None = None) -> Iterator[None]:
         if on_first is not None and len(caught) == 1:
             on_first()
 
-    previous = {signum: signal.signal(signum, note) for signum in (signal.SIGINT, signal.SIGTERM)}
+    previous = {signum: signal.signal(signum, note) for signum in INTERRUPTS
+                if signal.getsignal(signum) is not signal.SIG_IGN}
     try:
         yield
     finally:

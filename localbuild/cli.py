@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shlex
 import signal
@@ -9,12 +10,14 @@ import sys
 import time
 from pathlib import Path
 
+from common.interrupts import interrupt_name, raise_interrupt, take_interrupts
+
 from . import engine as engines
 from . import rattler
 from .build_plan import MARKER_PREFIX
 from .configs import CiConfig, config_names, load_config
 from .console import Console
-from .errors import EXIT_USAGE, LocalBuildError
+from .errors import EXIT_HANGUP, EXIT_INTERRUPTED, EXIT_USAGE, LocalBuildError
 from .gpu_archs import check_arch_options_apply, check_gpu_tests_apply
 from .options import Options, default_cpu_count
 from .ownership import hand_back, host_user_id
@@ -61,7 +64,8 @@ exit status:
   2 bad arguments / unknown config / nothing to build    3 preflight: no engine or build tool,
   too little disk, CPU_COUNT above the cores, no Slurm; or the engine stopped answering
   mid-batch (the summary names what was built)           4 --no-wait and another run holds
-  the build_artifacts/ lock                              130 interrupted (Ctrl-C, SIGTERM)
+  the build_artifacts/ lock                              130 interrupted (Ctrl-C, SIGTERM),
+  129 hung up (SIGHUP: the terminal closed; nohup or tmux keep a run going)
 """
 
 
@@ -236,12 +240,22 @@ def _gigabytes(text: str) -> float:
 
 
 def main(feedstock_root: Path, argv: list[str] | None = None) -> int:
-    # first: SIGTERM (a scheduler, a CI timeout, a kill) is Ctrl-C from here on, one line and 130
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    # first: SIGTERM (a scheduler, a CI timeout, a kill) and SIGHUP (a closed terminal, a lost
+    # SSH session) are Ctrl-C from here on: the build stops, one line, 130 (129 for a hangup)
+    hangups: list[int] = []
+
+    def interrupt(signum: int, frame: object) -> None:
+        if signum == signal.SIGHUP:
+            hangups.append(signum)
+        raise_interrupt(signum, frame)
+
+    previous = take_interrupts(interrupt)
     try:
-        return _main_interruptible(feedstock_root, argv)
+        status = _main_interruptible(feedstock_root, argv)
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    return EXIT_HANGUP if hangups and status == EXIT_INTERRUPTED else status
 
 
 def _main_interruptible(feedstock_root: Path, argv: list[str] | None) -> int:
@@ -254,9 +268,14 @@ def _main_interruptible(feedstock_root: Path, argv: list[str] | None) -> int:
         sys.stdout.flush()
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
-        print("\nbuild-locally: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        try:
+            hangup = " (SIGHUP)" if interrupt_name(exc) == "SIGHUP" else ""
+            print(f"\nbuild-locally: interrupted{hangup}", file=sys.stderr, flush=True)
+        except OSError:  # a closed terminal (EIO): the logs say it; the exit must not fail too
+            with contextlib.suppress(OSError):
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stderr.fileno())
+        return EXIT_INTERRUPTED
     except BrokenPipeError:  # output piped into `head` and the like
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
@@ -376,6 +395,7 @@ def _run_here(plans: list, options: Options, batch, args: argparse.Namespace, co
     """The batch on this machine: the checks, then the builds under build_artifacts/'s lock."""
     from . import preflight
     from .batch import run_batch, will_run
+    from .left_containers import check_plans as check_left_containers
     from .lock import artifacts_lock
 
     root = options.feedstock_root
@@ -388,7 +408,10 @@ def _run_here(plans: list, options: Options, batch, args: argparse.Namespace, co
         return _array_task(plans, options, args, console, environ)
     try:
         with artifacts_lock(options.artifacts, command_line, not args.no_wait, console.say):
-            # a run we waited for may have built some of these configs and used the disk
+            check_left_containers(runnable, options.request.engine, options.artifacts,
+                                  not args.no_wait, console.say)
+            # a run (or left container) we waited for may have built some of these configs
+            # and used the disk
             runnable = [plan for plan in plans if will_run(plan, args.force)]
             preflight.check_disk(options.artifacts, runnable, args.min_free_gb)
             status = run_batch(plans, options, batch, console, environ)
@@ -459,10 +482,6 @@ def _array_task(plans: list, options, args: argparse.Namespace, console: Console
     finally:
         for row in rows:
             write_result(args.array_task, row)
-
-
-def _raise_interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
 
 
 def _print_list(root: Path, names: list[str], filters: list[str]) -> int:

@@ -1,6 +1,8 @@
 """Terminal output that is also written to the current config's log file."""
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 import time
 from typing import BinaryIO
@@ -22,8 +24,10 @@ class Console:
         try:
             self.stream.write(data)
             self.stream.flush()
-        except (BrokenPipeError, ValueError):
-            pass  # terminal gone (e.g. piped into `head`): keep building, keep logging
+        except (OSError, ValueError):
+            # terminal gone (piped into `head`: EPIPE; a closed terminal: EIO): keep building
+            # and logging, and let nothing more (nor the flush at exit) try to write there
+            self._forget_stream()
         if self.log is not None:
             try:
                 self.log.write(data)
@@ -31,6 +35,12 @@ class Console:
             except OSError as exc:  # e.g. disk full: the build goes on, the terminal still shows it
                 self.log = None
                 self.say(f"warning: log writing stopped ({exc.strerror or exc})")
+
+    def _forget_stream(self) -> None:
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self.stream.fileno())
+            os.close(devnull)
 
     def say(self, message: str) -> None:
         self.raw(f"build-locally: {message}\n".encode("utf-8", "replace"))

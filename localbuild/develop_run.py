@@ -42,6 +42,7 @@ def run_develop(config: CiConfig, options: Options, args: argparse.Namespace, co
             print(line)
         return 0
     from . import preflight
+    from .left_containers import check_plans as check_left_containers
     from .lock import artifacts_lock
     from .runner import BuildInterrupted, run_plan
 
@@ -53,11 +54,13 @@ def run_develop(config: CiConfig, options: Options, args: argparse.Namespace, co
         console.say(f"develop: note: {note}")
     try:
         with artifacts_lock(options.artifacts, command_line, not args.no_wait, console.say):
+            check_left_containers([plan], request.engine, options.artifacts, not args.no_wait,
+                                  console.say)
             folder.mkdir(parents=True, exist_ok=True)   # mounted into a container: it must exist
             try:
                 outcome = run_plan(plan, options, console, f"develop {config.name}", environ)
-            except BuildInterrupted:
-                raise KeyboardInterrupt from None
+            except BuildInterrupted as exc:
+                raise exc.interrupt from None
             return 0 if outcome.status == "ok" else 1
     finally:
         hand_back(options.artifacts, host_user_id(environ))

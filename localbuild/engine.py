@@ -18,6 +18,9 @@ CONTAINER_COMPILE_CACHE = "/home/conda/compile-cache"
 CONTAINER_SOURCE_TARBALL = "/home/conda/source_tarball"   # --source-tarball, read-only
 # Every container we start carries this label; `prune` keeps labelled (= kept, failed) ones.
 LABEL = "org.pytorch-feedstock.build-locally"
+# ... and this one, whose value is the build_artifacts/ it writes to: a later run finds a
+# container that a killed run left running there (localbuild/left_containers.py)
+ARTIFACTS_LABEL = f"{LABEL}.artifacts"
 
 
 @dataclass(frozen=True)
@@ -201,9 +204,16 @@ def enter_command(engine: Engine, name: str, mounts: list[str], image_tag: str) 
             f"{exe} run -it --rm {mount_args} {image_tag} bash")
 
 
+def remove_command(engine: Engine, name: str, force: bool = False) -> list[str]:
+    """`rm` of a container; forced, at once: podman would first wait its stop timeout (10 s)
+    for the build to end by itself, where docker kills."""
+    if not force:
+        return [engine.executable, "rm", name]
+    return [engine.executable, "rm", "-f", *(["--time", "0"] if engine.kind == "podman" else []), name]
+
+
 def remove_container(engine: Engine, name: str, force: bool = False) -> bool:
-    command = [engine.executable, "rm"] + (["-f"] if force else []) + [name]
-    return _quiet(command, timeout=120)
+    return _quiet(remove_command(engine, name, force), timeout=120)
 
 
 def prune_command(engine: Engine) -> list[str]:

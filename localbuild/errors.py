@@ -1,8 +1,8 @@
 """build-locally's error type and its names for common.errors' exit codes."""
 from __future__ import annotations
 
-from common.errors import (EXIT_BUSY, EXIT_ENVIRONMENT, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK,  # noqa: F401
-                           EXIT_USAGE, ToolError)
+from common.errors import (EXIT_BUSY, EXIT_ENVIRONMENT, EXIT_FAILED, EXIT_HANGUP,  # noqa: F401
+                           EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, ToolError)
 
 EXIT_BUILD_FAILED = EXIT_FAILED     # at least one config failed to build
 EXIT_PREFLIGHT = EXIT_ENVIRONMENT   # the machine cannot build: no engine, no tool, too little disk, CPU_COUNT

@@ -24,7 +24,10 @@ after locking and emptied on release, only to tell a waiting run whom it waits f
 clients implement flock with the server's byte-range locks, so the lock also works between
 machines sharing build_artifacts/ over NFS (v4, or v3 with lockd). The file descriptor is not
 inherited by the build processes (Python's default), so a compiler server left running by a
-build cannot keep the folder locked.
+build cannot keep the folder locked; it is inherited by the build's guard only
+(localbuild/build_guard.py), which outlives build-locally just until the build has stopped, so
+the lock lives exactly as long as the run or its build. While a build runs, the note also names
+it (config, the guard's pid, its container), so a waiting run can say which build it waits for.
 """
 from __future__ import annotations
 
@@ -56,7 +59,8 @@ def holder_note(command: str) -> dict[str, object]:
 
 
 def describe(note: dict[str, object] | None) -> str:
-    """``pid 123 on host X (build-locally.py --all, since 12:01)`` from a holder's note."""
+    """``pid 123 on host X (build-locally.py --all, since 12:01)`` from a holder's note, and
+    the build it runs: ``, building CONFIG as pid 456 in container NAME``."""
     if not note:
         # locked, but the holder has not written its note yet (or it is from an older version)
         return "another build-locally run (it has not said who it is yet)"
@@ -65,8 +69,28 @@ def describe(note: dict[str, object] | None) -> str:
         started = datetime.datetime.fromisoformat(since).astimezone()  # this machine's clock time
         today = datetime.datetime.now(started.tzinfo).date()
         since = started.strftime("%H:%M" if started.date() == today else "%Y-%m-%d %H:%M")
-    return (f"pid {note.get('pid', '?')} on host {note.get('host', '?')} "
-            f"({note.get('command', 'build-locally.py')}, since {since})")
+    pid = note.get("pid", "?")
+    gone = ", a run that is gone" if note.get("host") == socket.gethostname() and not _alive(pid) else ""
+    text = (f"pid {pid} on host {note.get('host', '?')} "
+            f"({note.get('command', 'build-locally.py')}, since {since}{gone})")
+    build = note.get("build")
+    if isinstance(build, dict):
+        text += f", building {build.get('config', '?')} as pid {build.get('pid', '?')}"
+        if build.get("container"):
+            text += f" in container {build['container']}"
+        if gone:
+            text += " (being stopped)"
+    return text
+
+
+def _alive(pid: object) -> bool:
+    try:
+        os.kill(int(pid), 0)  # type: ignore[arg-type]
+    except (TypeError, ValueError, ProcessLookupError):
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def read_note(fd: int) -> dict[str, object] | None:
@@ -131,17 +155,44 @@ def artifacts_lock(artifacts: Path, command: str, wait: bool,
                 raise LocalBuildError(f"{artifacts.name}/ is locked by {holder}; wait for it to "
                                       "finish, or run without --no-wait to queue behind it",
                                       EXIT_BUSY)
-            if holder != told:
+            run = {key: (note or {}).get(key) for key in ("pid", "host", "started")}
+            if run != told:  # once per holder run, not per config it builds
                 say(f"waiting for {artifacts.name}/ lock held by {holder}")
-                told = holder
+                told = run
             time.sleep(POLL_SECONDS)
-        note = json.dumps(holder_note(command)).encode() + b"\n"
-        os.pwrite(fd, note, 0)
-        os.ftruncate(fd, len(note))  # a longer note of an earlier holder must not trail it
+        _HELD[fd] = holder_note(command)
+        _write_note(fd, _HELD[fd])
         try:
             yield
         finally:
+            del _HELD[fd]
             with contextlib.suppress(OSError):
                 os.ftruncate(fd, 0)  # no stale note; the lock itself goes with the fd
     finally:
         os.close(fd)
+
+
+# the lock(s) this process holds, with their notes: the runner passes the descriptor to the
+# build's guard and names the running build in the note (one per process, in practice)
+_HELD: dict[int, dict[str, object]] = {}
+
+
+def _write_note(fd: int, note: dict[str, object]) -> None:
+    data = json.dumps(note).encode() + b"\n"
+    os.pwrite(fd, data, 0)
+    os.ftruncate(fd, len(data))  # a longer note of an earlier holder must not trail it
+
+
+def held_lock_fds() -> tuple[int, ...]:
+    """The descriptors of the locks this process holds (none in a Slurm array task)."""
+    return tuple(_HELD)
+
+
+def note_build(config: str | None, pid: int | None = None, container: str | None = None) -> None:
+    """Name the build now running under this process's lock (None: no build runs now)."""
+    for fd, note in _HELD.items():
+        note.pop("build", None)
+        if config is not None:
+            note["build"] = {"config": config, "pid": pid, "container": container}
+        with contextlib.suppress(OSError):
+            _write_note(fd, note)

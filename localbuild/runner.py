@@ -1,6 +1,7 @@
 """Runs one plan: prepares files, starts the build, tees its output, cleans up the container."""
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import select
@@ -14,9 +15,12 @@ from pathlib import Path
 
 from . import engine as engines
 from common.atomic_files import write_atomically
+from common.interrupts import INTERRUPTS, interrupt_name
+from .build_guard import guarded, stop_timeout
 from .console import Console, format_duration
 from .log_scan import last_reason, log_mentions
 from .location import location_of
+from .lock import held_lock_fds, note_build
 from .build_plan import BuildPlan
 from .options import Options
 from .plan import process_environment
@@ -49,11 +53,13 @@ class Outcome:
 
 
 class BuildInterrupted(Exception):
-    """Ctrl-C / SIGTERM while a build ran; carries the outcome of the interrupted config."""
+    """Ctrl-C / SIGTERM / SIGHUP while a build ran; carries the outcome of the interrupted
+    config and the interrupt itself (to raise again where no summary follows)."""
 
-    def __init__(self, outcome: Outcome) -> None:
+    def __init__(self, outcome: Outcome, interrupt: KeyboardInterrupt | None = None) -> None:
         super().__init__("interrupted")
         self.outcome = outcome
+        self.interrupt = interrupt if interrupt is not None else KeyboardInterrupt()
 
 
 def package_snapshot(artifacts: Path) -> dict[Path, int]:
@@ -117,14 +123,14 @@ def run_plan(plan: BuildPlan, options: Options, console: Console, label: str,
             console.say(f"[{label}] log: {plan.log}")
             log.write(f"command: {shlex.join(plan.command)}\n".encode())
             if plan.interactive:
-                returncode = _run_interactive(plan, env, console, label)
+                returncode = _run_interactive(plan, env, console, label, options.request.engine)
             else:
                 returncode = _run_streaming(plan, env, console, label, started, options, reported)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
             seconds = time.monotonic() - started
-            console.say(f"[{label}] interrupted after {format_duration(seconds)}; "
-                        "no done-marker written")
-            raise BuildInterrupted(Outcome("interrupted", "Ctrl-C", seconds)) from None
+            console.say(f"[{label}] interrupted ({interrupt_name(exc)}) after "
+                        f"{format_duration(seconds)}; no done-marker written")
+            raise BuildInterrupted(Outcome("interrupted", interrupt_name(exc), seconds), exc) from None
         finally:
             console.log = None
         seconds = time.monotonic() - started
@@ -235,20 +241,29 @@ def _finish_container(plan: BuildPlan, options: Options, outcome: Outcome, conso
 
 def _run_streaming(plan: BuildPlan, env: dict[str, str], console: Console, label: str,
                    started: float, options: Options, reported: list[str]) -> int:
+    # the guard stops the build when this process ends, however it ends, and holds the lock
+    # until the build has ended (localbuild/build_guard.py)
+    engine = options.request.engine
+    remove = (engines.remove_command(engine, plan.container, force=True)
+              if plan.container is not None else None)
+    command = guarded(plan.command, os.getpid(), location_of(plan).first_stop_signal,
+                      STOP_GRACE_SECONDS, remove, plan.log)
     try:
-        proc = subprocess.Popen(plan.command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, env=env, cwd=str(options.feedstock_root),
-                                start_new_session=True)
+                                start_new_session=True, pass_fds=held_lock_fds())
     except OSError as exc:
         console.say(f"[{label}] cannot start {plan.command[0]}: {exc.strerror or exc}")
         return 127
+    note_build(plan.name, proc.pid, plan.container)
     try:
         _pump(proc, console, label, started, reported)
         return proc.wait()
     except KeyboardInterrupt:
-        _stop(proc, plan, options)
+        _stop(proc)
         raise
     finally:
+        note_build(None)
         if proc.stdout is not None:
             proc.stdout.close()
 
@@ -285,28 +300,25 @@ def _pump(proc: subprocess.Popen, console: Console, label: str, started: float,
                 reported.append(line[len(PACKAGE_PREFIX):].strip().decode("utf-8", "replace"))
 
 
-def _stop(proc: subprocess.Popen, plan: BuildPlan, options: Options) -> None:
-    """Stop the build for good; a second Ctrl-C during this is ignored (it is bounded)."""
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+def _stop(proc: subprocess.Popen) -> None:
+    """Have the guard stop the build, and wait until it has (bounded); more interrupts (a
+    second Ctrl-C, a SIGTERM or hangup on top) are ignored meanwhile."""
+    previous = {signum: signal.signal(signum, signal.SIG_IGN) for signum in INTERRUPTS}
     try:
-        if plan.container is not None:
-            engines.remove_container(options.request.engine, plan.container, force=True)
-        first = location_of(plan).first_stop_signal
-        for sig in (first, signal.SIGTERM, signal.SIGKILL):
-            try:
-                os.killpg(proc.pid, sig)
-            except (ProcessLookupError, PermissionError):
-                break
-            try:
-                proc.wait(timeout=STOP_GRACE_SECONDS)
-                break
-            except subprocess.TimeoutExpired:
-                continue
+        try:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=stop_timeout(STOP_GRACE_SECONDS))
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
-def _run_interactive(plan: BuildPlan, env: dict[str, str], console: Console, label: str) -> int:
+def _run_interactive(plan: BuildPlan, env: dict[str, str], console: Console, label: str,
+                     engine: engines.Engine) -> int:
     """--debug: the terminal belongs to the build shell; Ctrl-C goes to it, not to us."""
     console.say(f"[{label}] debug session: output is not logged; exit the shell to finish")
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -314,6 +326,10 @@ def _run_interactive(plan: BuildPlan, env: dict[str, str], console: Console, lab
         return subprocess.run(plan.command, env=env,
                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)
                               ).returncode
+    except KeyboardInterrupt:  # SIGTERM or a closed terminal: the session's container goes too
+        if plan.container is not None:
+            engines.remove_container(engine, plan.container, force=True)
+        raise
     except OSError as exc:
         console.say(f"[{label}] cannot start {plan.command[0]}: {exc.strerror or exc}")
         return 127

@@ -42,7 +42,8 @@ class ContainerLocation:
         plan.mounts = [engines.mount_argument(host, inside, read_only=ro)
                        for host, inside, ro in container_mounts(options, plan)]
         command = [eng.executable, "run", "--name", plan.container,
-                   "--label", f"{engines.LABEL}={config.name}"]
+                   "--label", f"{engines.LABEL}={config.name}",
+                   "--label", f"{engines.ARTIFACTS_LABEL}={options.artifacts}"]
         if plan.interactive:
             command.append("-it" if options.stdin_is_tty else "-i")
         for mount in plan.mounts:

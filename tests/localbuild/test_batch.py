@@ -343,7 +343,7 @@ def test_sigterm_to_build_locally_alone_stops_the_build(fs, tmp_path):
     proc.send_signal(signal.SIGTERM)
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr
-    assert summary_rows(stdout)[CPU_MKL][0] == "interrupted (Ctrl-C)"
+    assert summary_rows(stdout)[CPU_MKL][0] == "interrupted (SIGTERM)"
     assert not fs.marker(CPU_MKL).exists()
     with pytest.raises(ProcessLookupError):
         os.kill(fake_pid, 0)

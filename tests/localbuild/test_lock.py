@@ -7,6 +7,7 @@ whether another indexer was running meanwhile).
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -19,6 +20,7 @@ import time
 import pytest
 
 from tests.support.build_locally import fake_conda_packages, install_fake_conda, make_feedstock, read_jsonl
+from tests.support.processes import wait_until_none_names
 
 CUDA129 = "linux_64_blas_implmklcuda_compiler_version12.9"
 CUDA130 = "linux_64_blas_implmklcuda_compiler_version13.0"
@@ -71,7 +73,8 @@ def test_second_run_waits_and_both_runs_packages_are_indexed(fs, tmp_path):
     assert re.fullmatch(
         rf"build-locally: waiting for build_artifacts/ lock held by pid {first.pid} on host "
         rf"{re.escape(socket.gethostname())} \(build-locally.py {CPU_MKL} {CPU_GENERIC} "
-        rf"--min-free-gb 0, {SINCE}\)", waiting[0]), waiting[0]
+        rf"--min-free-gb 0, {SINCE}\)(, building ({CPU_MKL}|{CPU_GENERIC}) as pid \d+ in "
+        rf"container build-locally-\S+)?", waiting[0]), waiting[0]
     assert "waiting for" not in out1
     # one run after the other: every conda call of the first run comes before the second's
     calls = read_jsonl(conda_log)
@@ -102,8 +105,9 @@ def test_no_wait_refuses_in_one_line_and_dry_run_takes_no_lock(fs, tmp_path):
         assert re.fullmatch(
             rf"error: build_artifacts/ is locked by pid {first.pid} on host "
             rf"{re.escape(socket.gethostname())} \(build-locally.py --all --filter mkl "
-            rf"--min-free-gb 0, {SINCE}\); wait for it to finish, or run without --no-wait to "
-            r"queue behind it\n", refused.stderr), refused.stderr
+            rf"--min-free-gb 0, {SINCE}\), building {CPU_MKL} as pid \d+ in container "
+            rf"build-locally-{CPU_MKL.lower()}-\S+; wait for it to finish, or run without "
+            r"--no-wait to queue behind it\n", refused.stderr), refused.stderr
         assert refused.stdout == ""
         assert [run["config"] for run in fs.runs()] == [CUDA129, CUDA130, CPU_MKL]   # the first's only
         assert not fs.marker(CPU_GENERIC).exists()
@@ -123,25 +127,78 @@ def test_no_wait_refuses_in_one_line_and_dry_run_takes_no_lock(fs, tmp_path):
     assert fs.marker(CPU_GENERIC).exists()
 
 
-def test_killed_holder_leaves_no_stale_lock_and_its_build_keeps_none(fs, tmp_path):
-    """kill -9 of build-locally.py: the kernel drops the lock, even though the build process it
-    started lives on (the lock's file descriptor is not inherited)."""
-    ready = tmp_path / "ready"
+def test_killed_holder_s_build_stops_and_holds_the_lock_until_it_has(fs, tmp_path):
+    """kill -9 of build-locally.py: its build's guard stops the build (the container removed,
+    the engine client signalled) and holds the lock until the build has ended. A --no-wait run
+    meanwhile exits 4 naming the build; once it has ended the folder is free, and never do two
+    builds run in it."""
+    ready, release = tmp_path / "ready", tmp_path / "release"
     env = fs.env(FAKE_DOCKER_PLAN=json.dumps({CPU_MKL: "sleep", "*": "succeed"}),
-                 FAKE_DOCKER_READY=str(ready))
+                 FAKE_DOCKER_READY=str(ready), FAKE_DOCKER_STOP_WHEN=str(release))
     first = start(fs, CPU_MKL, "--min-free-gb", "0", env=env)
     wait_until(ready.exists, first)
-    orphan = int(ready.read_text())
+    client = int(ready.read_text())
+    build = holder(fs)["build"]
+    assert build["config"] == CPU_MKL and build["container"].startswith("build-locally-")
     try:
         first.kill()
         first.communicate(timeout=30)
-        os.kill(orphan, 0)   # the fake engine client still runs
-        assert holder(fs).get("pid") == first.pid   # the note stays; only the lock matters
-        proc = fs.run(CPU_GENERIC, "--no-wait", "--min-free-gb", "0", env=env, timeout=30)
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-        assert "waiting" not in proc.stdout
+        # the client takes its time to stop (until `release` exists): the folder stays locked
+        refused = fs.run(CPU_GENERIC, "--no-wait", "--min-free-gb", "0", env=env, timeout=30)
+        assert refused.returncode == 4, refused.stdout + refused.stderr
+        assert (f"locked by pid {first.pid} on host {socket.gethostname()} (build-locally.py "
+                f"{CPU_MKL} --min-free-gb 0, ") in refused.stderr
+        assert (f", a run that is gone), building {CPU_MKL} as pid {build['pid']} in container "
+                f"{build['container']} (being stopped); wait for it") in refused.stderr, refused.stderr
+        assert len(refused.stderr.splitlines()) == 1 and refused.stdout == ""
+        assert ["rm", "-f", build["container"]] in [call["argv"] for call in fs.calls()]
+        os.kill(client, 0)   # still stopping
+        release.write_text("")
+        took = wait_until_none_names(str(fs.root), seconds=10)
+        print(f"the killed run's build ended {took:.2f} s after its client was let go")
     finally:
-        os.kill(orphan, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(client, signal.SIGKILL)
+    log = (fs.artifacts / f"{CPU_MKL}-log.txt").read_text()
+    assert log.endswith(f"the run that started this build (pid {first.pid}) is gone, so the build "
+                        "was stopped; no done-marker written\n"), log[-500:]
+    assert not fs.marker(CPU_MKL).exists()
+    proc = fs.run(CPU_GENERIC, "--no-wait", "--min-free-gb", "0", env=env, timeout=30)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert [run["config"] for run in fs.runs()] == [CPU_MKL, CPU_GENERIC]
+
+
+def test_a_container_left_running_by_a_killed_run_holds_the_folder(fs, tmp_path):
+    """A container that a killed run left running (its guard killed too: the engine lists it
+    by the label naming this build_artifacts/): --no-wait refuses in one line naming it, its
+    `docker rm -f` and --no-wait; without --no-wait the run waits until it has ended."""
+    left = "build-locally-linux_64_left-20261128-000000-1"
+    listed = tmp_path / "running"
+    listed.write_text(left + "\n")
+    env = fs.env(FAKE_DOCKER_PS=str(listed))
+    refused = fs.run(CPU_GENERIC, "--no-wait", "--min-free-gb", "0", env=env)
+    assert refused.returncode == 4, refused.stdout + refused.stderr
+    assert refused.stderr == (
+        f"error: build_artifacts/ is still being built into by container {left}, left running "
+        "by a build-locally run that was killed; wait for it to end (run without --no-wait to "
+        f"queue behind it) or stop it: docker rm -f {left}\n")
+    ps = [call["argv"] for call in fs.calls() if call["argv"][0] == "ps"]
+    assert ps == [["ps", "--filter", f"label=org.pytorch-feedstock.build-locally.artifacts={fs.artifacts}",
+                   "--filter", "status=running", "--format", "{{.Names}}"]]
+    assert fs.runs() == []
+
+    waiting = start(fs, CPU_GENERIC, "--min-free-gb", "0", env=env)
+    line = waiting.stdout.readline()
+    assert line.startswith(f"build-locally: waiting for container {left}, left running in "
+                           "build_artifacts/ by a build-locally run that was killed, to end "
+                           f"(stop it: docker rm -f {left}; --no-wait exits instead)"), line
+    assert fs.runs() == []
+    listed.unlink()   # the container ended
+    out, err = waiting.communicate(timeout=60)
+    assert waiting.returncode == 0, out + err
+    (run,) = fs.runs()
+    assert ["--label", f"org.pytorch-feedstock.build-locally.artifacts={fs.artifacts}"] in [
+        run["argv"][i:i + 2] for i in range(len(run["argv"]))]
 
 
 def test_sigterm_while_waiting_stops_the_waiting_run(fs, tmp_path):

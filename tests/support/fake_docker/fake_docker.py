@@ -12,6 +12,8 @@ Behaviour is chosen by environment variables:
       fail      print an error, exit $FAKE_DOCKER_FAIL_CODE (default 7), no marker
       nomarker  exit 0 without writing the marker
       sleep     write $FAKE_DOCKER_READY, then sleep (for Ctrl-C tests); SIGTERM exits 143
+                (with $FAKE_DOCKER_STOP_WHEN set: once that file exists, as a build that
+                takes its time to stop)
       daemon    like succeed, but leaves a background process (pid in $FAKE_DOCKER_READY)
                 holding stdout open, as a compiler server started by a build can
       exec      run the container's command for real on this host, as a bind mount would
@@ -19,6 +21,8 @@ Behaviour is chosen by environment variables:
                 become their host paths, and the environment is the -e values plus PATH,
                 HOME and FAKE_CONDA_* (so localbuild/in_container/build_steps.sh runs with tests' fake conda)
   FAKE_DOCKER_RECORD_ENV=A,B   client environment variables to record (values)
+  FAKE_DOCKER_PS=FILE          `ps` prints the container names listed in FILE (if it exists):
+                               the running containers a killed run left behind
 """
 from __future__ import annotations
 
@@ -108,6 +112,15 @@ def exec_command(parsed: dict, env: dict[str, str]) -> int:
     return subprocess.call([to_host(arg, pairs) for arg in parsed["command"]], env=child_env)
 
 
+def stop_slowly() -> None:
+    """SIGTERM: exit 143, once $FAKE_DOCKER_STOP_WHEN exists where it is set (60 s at most)."""
+    when = os.environ.get("FAKE_DOCKER_STOP_WHEN")
+    deadline = time.monotonic() + 60
+    while when and not Path(when).exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    sys.exit(143)
+
+
 def record(entry: dict) -> None:
     log = os.environ.get("FAKE_DOCKER_LOG")
     if not log:
@@ -130,7 +143,7 @@ def do_run(parsed: dict, env: dict[str, str]) -> int:
         print("error: compiler exploded in aten/src/ATen/native/Foo.cpp", flush=True)
         return int(os.environ.get("FAKE_DOCKER_FAIL_CODE", "7"))
     if action == "sleep":
-        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+        signal.signal(signal.SIGTERM, lambda *_: stop_slowly())
         print("::build-locally-step:: build recipe", flush=True)
         ready = os.environ.get("FAKE_DOCKER_READY")
         if ready:
@@ -180,6 +193,11 @@ def main(argv: list[str]) -> int:
         record(entry)
         return do_run(parsed, env)
     record(entry)
+    if command == "ps":
+        listed = Path(os.environ.get("FAKE_DOCKER_PS", "/nonexistent"))
+        if listed.is_file():
+            print(listed.read_text(), end="")
+        return 0
     if args[:2] == ["system", "prune"]:
         print("Total reclaimed space: 0B")
     return 0
