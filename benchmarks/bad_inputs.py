@@ -155,7 +155,10 @@ FINDINGS = {("feedstock lint", "recipe/conda_build_config.yaml", "unknown-select
             ("feedstock lint", "recipe/conda_build_config.yaml", "wide-matrix"),
             ("feedstock lint", f".ci_support/{CPU_CONFIG}.yaml", None),
             # against the corpus's stand-in source no patch applies: exit 1 is the answer
-            ("feedstock patches check", None, None)}
+            ("feedstock patches check", None, None),
+            # render --batch: a config that cannot render is its entry's error line (named on
+            # stderr too) and exit 1, the other configs rendered; only a bad batch is exit 2
+            ("feedstock render --batch", f".ci_support/{CPU_CONFIG}.yaml", None)}
 ALL_BREAKAGES = (*CONTENT, *SHAPE)
 YAML_BREAKAGES = ALL_BREAKAGES
 TEXT_BREAKAGES = tuple(b for b in ALL_BREAKAGES if b not in ("unknown-key", "duplicated-key",
@@ -240,6 +243,9 @@ def all_cases() -> list[Case]:
         cbc: ("non-utf8", "unknown-selector", "folder", "wide-matrix"),
         "conda-forge.yml": ("non-utf8", "unknown-key", "bad-shape")})
     cases += _files("feedstock render", ("render", CPU_CONFIG), {job: YAML_BREAKAGES, meta: YAML_BREAKAGES})
+    batch = ("render", "--batch", "{work}/batch.json")
+    cases += _files("feedstock render --batch", batch, {"{work}/batch.json": YAML_BREAKAGES,
+                                                        job: ("non-utf8", "empty", "truncated", "folder")})
     cases += _files("feedstock lint", ("lint",), {
         "recipe/dependents.yaml": ("non-utf8", "empty", "truncated", "binary", "folder"),
         cbc: ("non-utf8", "binary", "folder", "symlink-loop", "unknown-selector", "wide-matrix"),
@@ -273,7 +279,10 @@ def all_cases() -> list[Case]:
     cases += _files("feedstock image", image, {"{work}/channel/noarch/repodata.json": YAML_BREAKAGES,
                                                "{work}/channel/linux-64/repodata.json": ("non-utf8", "binary", "truncated")})
     cases += _options("feedstock", [
-        ("render", "no_such_config"), ("render", "../../etc/passwd"), ("render", ""),
+        ("render", "no_such_config"), ("render", "../../etc/passwd"), ("render", ""), ("render",),
+        ("render", "--batch", "{work}/nowhere.json"), ("render", "--batch", "-"),
+        ("render", "--batch", "{work}/requirements.txt"), ("render", "--batch", "{work}/env.yml"),
+        ("render", "--batch", "{work}/badbatch.json"), ("render", CPU_CONFIG, "--batch", "{work}/batch.json"),
         ("bump", "not-a-version", "--source", "{work}/source"),
         ("bump", "9.9.9", "--source", "{work}/nowhere"),
         ("bump", "9.9.9", "--source", "{work}/source", "--sha256", "xyz"),
@@ -391,6 +400,7 @@ def signal_cases(image: tuple[str, ...], envfile: tuple[str, ...], dry: tuple[st
         ("feedstock rerender", ("rerender",), job, "unknown-key", True),
         ("feedstock rerender --check", ("rerender", "--check"), None, None, True),
         ("feedstock render", ("render", CPU_CONFIG), None, None, True),
+        ("feedstock render --batch", ("render", "--batch", "{work}/batch.json"), None, None, True),
         ("feedstock lint", ("lint",), None, None, True),
         ("feedstock parity", ("parity",), None, None, True),
         ("feedstock deps", ("deps", "--repodata", "{work}/repodata.json"), None, None, True),
@@ -450,6 +460,11 @@ def make_scratch(base: Path) -> tuple[Path, Path]:
                                   "  - python=3.12\n  - pip:\n    - einops==0.8.1\n"
                                   "    - torch-scatter==2.1.2 --no-build-isolation\n")
     (work / "repodata.json").write_text(EMPTY_REPODATA % "linux-64")
+    # render --batch: two configs, one request a line (the breakages cut and insert by lines);
+    # a batch whose request sets a variable no environment can hold
+    (work / "batch.json").write_text(json.dumps([{"config": CPU_CONFIG}, {"config": CUDA_CONFIG,
+                                                  "environment": {"FEEDSTOCK_DEV_TAG": "corpus"}}], indent=1))
+    (work / "badbatch.json").write_text(json.dumps([{"config": CPU_CONFIG, "environment": {"A=B": "1"}}]))
     (work / "torch.whl").write_bytes(b"PK\x05\x06" + b"\0" * 18)   # an empty zip
     (work / "source").mkdir()
     (work / "source" / "version.txt").write_text("9.9.9\n")

@@ -36,6 +36,9 @@ Render recipe/meta.yaml for one .ci_support config and print each output: name, 
 build string, build number, requirements by section, run_exports and tests.
 The build string hash is h + the first 7 hex digits of sha1 over the JSON of the variant
 values the output uses (conda-build's recipe), so it changes whenever the variant does.
+With --batch FILE (a JSON list of {"config": NAME, "environment": {...}} requests; - reads
+standard input), every config in one process: a JSON list with each config's outputs or its
+error line; exit 1 when one failed (build-locally's --dry-run renders its plans this way).
 Example: python -m feedstock render linux_64_blas_implmkl... --json"""
 
 LINT_HELP = """\
@@ -160,8 +163,10 @@ def _parser() -> argparse.ArgumentParser:
     rerender.add_argument("--check", action="store_true", help="write nothing; exit 1 if .ci_support/ or the workflow is out of date")
     render = sub.add_parser("render", help="render the recipe for one .ci_support config",
                             description=RENDER_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
-    render.add_argument("config", help="config name (file name in .ci_support/ with or without .yaml)")
+    render.add_argument("config", nargs="?", help="config name (file name in .ci_support/ with or without .yaml)")
     render.add_argument("--json", action="store_true", help="print JSON (a list of outputs) instead of text")
+    render.add_argument("--batch", metavar="FILE", help="render the configs a JSON list of requests names "
+                        "(- : standard input), in one process; prints JSON")
     sub.add_parser("lint", help="check the recipe, patches, zip_keys, tests and .ci_support/",
                    description=LINT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     maintainer_cli.add_parsers(sub)
@@ -202,7 +207,15 @@ def _cmd_rerender(root: Path, check_only: bool) -> int:
     return 0
 
 
-def _cmd_render(root: Path, config: str, as_json: bool) -> int:
+def _cmd_render(root: Path, config: str | None, as_json: bool, batch: str | None) -> int:
+    if batch is not None:
+        if config is not None:
+            raise FeedstockError(f"render takes a CONFIG or --batch FILE, not both ({config!r} and --batch {batch})")
+        from .before_build import render_batch
+
+        return render_batch.run(root, batch)
+    if config is None:
+        raise FeedstockError("render needs a CONFIG (a .ci_support name), or --batch FILE")
     from .before_build.render.outputs import format_outputs, render_ci_config
 
     outputs = render_ci_config(root, config)
@@ -271,7 +284,7 @@ def _main(argv: list[str] | None) -> int:
             if args.command in maintainer_cli.COMMANDS:
                 return maintainer_cli.run(args, args.feedstock_root)
         if args.command == "render":
-            return _cmd_render(args.feedstock_root, args.config, args.json)
+            return _cmd_render(args.feedstock_root, args.config, args.json, args.batch)
         if args.command == "image":
             return _cmd_image(args)
         if args.command == "parity":

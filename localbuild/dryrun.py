@@ -1,94 +1,69 @@
 """--dry-run: what would run for each config, without running or writing anything."""
 from __future__ import annotations
 
-import json
-import os
 import shlex
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Callable
 
 from . import engine as engines
 from .batch import LOGS_ZIP, BatchOptions, will_run
+from .dry_run_render import DEV_TAG_VARIABLE, Rendered, RenderRequest, render_all, tools_folder
 from .location import location_of
 from .build_plan import BuildPlan
 from .options import Options
 from .preflight import free_gb
 
-RenderFn = Callable[[Path, str, dict], list]
-DEV_TAG_VARIABLE = "FEEDSTOCK_DEV_TAG"
 
-
-class RenderFailed(Exception):
-    """`python -m feedstock render` refused the config: str() is its one line. `unavailable`:
-    the tools could not even start (a dependency missing from this Python)."""
-
-    def __init__(self, message: str, unavailable: bool = False) -> None:
-        super().__init__(message)
-        self.unavailable = unavailable
-
-
-def load_renderer() -> tuple[RenderFn | None, type | None, str]:
-    """The feedstock renderer, run as `python -m feedstock render CONFIG --json` in a process of
-    its own (build-locally stands on the standard library and never imports the feedstock
-    tools; they need PyYAML and Jinja2). Returns (render, RenderFailed, reason-when-missing)."""
-    tools = Path(__file__).resolve().parents[1]
-    if not (tools / "feedstock" / "__main__.py").is_file():
-        return None, None, f"no feedstock tools beside build-locally.py in {tools}"
-
-    def render(root: Path, config: str, build_env: dict) -> list:
-        # the recipe reads the build's variables (FEEDSTOCK_DEV_TAG) as the build's own render does
-        env = {key: value for key, value in os.environ.items() if key != DEV_TAG_VARIABLE}
-        proc = subprocess.run([sys.executable, "-m", "feedstock", "--feedstock-root", str(root), "render",
-                               config, "--json"], cwd=tools, capture_output=True, text=True, timeout=600,
-                              env={**env, **build_env, "PYTHONPATH": str(tools)})
-        if proc.returncode != 0:
-            lines = proc.stderr.strip().splitlines()
-            last = lines[-1] if lines else f"exit {proc.returncode}"
-            if "ModuleNotFoundError" in last or "No module named" in last:
-                raise RenderFailed(last, unavailable=True)
-            raise RenderFailed(last.removeprefix("error: "))
-        return [SimpleNamespace(**entry) for entry in json.loads(proc.stdout)]
-
-    return render, RenderFailed, ""
-
-
-def describe_outputs(root: Path, plan: BuildPlan, renderer: tuple[RenderFn | None, type | None, str]) -> list[str]:
-    """Output lines of what the plan's build renders: its own config (the derived one a --python
-    subset or --channel writes, rendered from a temporary copy) and its dev tag."""
-    render, feedstock_error, why = renderer
-    hint = f"run `python -m feedstock render {plan.name}` (needs requirements-dev.txt)"
-    if render is None:
-        return [f"outputs:      not rendered here (renderer unavailable: {why}); {hint}"]
-    build_env = {DEV_TAG_VARIABLE: plan.dev_tag} if plan.dev_tag else {}
+def plan_outputs(root: Path, plans: list[BuildPlan]) -> list[list[str]]:
+    """The output lines of each plan's build, all rendered at once (one `render --batch` per
+    core, not one process per config): its own config (the derived one a --python subset or
+    --channel writes, rendered from a temporary copy) with its dev tag."""
+    if not plans:
+        return []
+    tools, why = tools_folder()
+    if tools is None:
+        return [describe_outputs(plan, Rendered(error=why, unavailable=True)) for plan in plans]
     try:
-        with tempfile.TemporaryDirectory(prefix="build-locally-dry-run-") as scratch:
-            config = plan.name
-            if plan.derived_text is not None and plan.derived_config is not None:
-                config = str(Path(scratch) / plan.derived_config.name)
-                Path(config).write_text(plan.derived_text, encoding="utf-8")
-            outputs = render(root, config, build_env)
-    except Exception as exc:  # noqa: BLE001 - a renderer bug must not break the dry run
-        if getattr(exc, "unavailable", False):
-            return [f"outputs:      not rendered here (renderer unavailable: {exc}); {hint}"]
-        kind = "" if feedstock_error and isinstance(exc, feedstock_error) else f"{type(exc).__name__}: "
-        return [f"outputs:      cannot render ({kind}{exc}); {hint}"]
-    lines = [f"outputs:      {len(outputs)}"]
-    for output in outputs:
-        name = getattr(output, "name", "?")
-        version = getattr(output, "version", "?")
-        build = getattr(output, "build_string", "?")
+        with tempfile.TemporaryDirectory(prefix="build-locally-dry-run-") as name:
+            scratch = Path(name)
+            requests = []
+            for index, plan in enumerate(plans):
+                config = plan.name
+                if plan.derived_text is not None and plan.derived_config is not None:
+                    copy = scratch / str(index) / plan.derived_config.name  # its own name: the job's name
+                    copy.parent.mkdir()
+                    copy.write_text(plan.derived_text, encoding="utf-8")
+                    config = str(copy)
+                requests.append(RenderRequest(config, {DEV_TAG_VARIABLE: plan.dev_tag} if plan.dev_tag else {}))
+            results = render_all(tools, root, requests, scratch)
+    except Exception as exc:  # noqa: BLE001 - a renderer that cannot start must not break the dry run
+        results = [Rendered(error=f"{type(exc).__name__}: {exc}")] * len(plans)
+    return [describe_outputs(plan, result) for plan, result in zip(plans, results)]
+
+
+def describe_outputs(plan: BuildPlan, rendered: Rendered) -> list[str]:
+    """Output lines of one plan's render: its outputs, or why there are none."""
+    hint = f"run `python -m feedstock render {plan.name}` (needs requirements-dev.txt)"
+    if rendered.unavailable:
+        return [f"outputs:      not rendered here (renderer unavailable: {rendered.error}); {hint}"]
+    if rendered.outputs is None:
+        return [f"outputs:      cannot render ({rendered.error}); {hint}"]
+    lines = [f"outputs:      {len(rendered.outputs)}"]
+    for output in rendered.outputs:
+        name = output.get("name", "?")
+        version = output.get("version", "?")
+        build = output.get("build_string", "?")
         lines.append(f"  {name}-{version}-{build}")
     return lines
 
 
 def print_plans(plans: list[BuildPlan], options: Options, batch: BatchOptions,
                 min_free_gb: float | None, write: Callable[[str], None]) -> None:
-    renderer: tuple | None = None
     free = free_gb(options.artifacts)
+    # the same tests as the loop's below: only the plans that would build render
+    building = [index for index, plan in enumerate(plans, 1) if not plan.skip_reason and will_run(plan, batch.force)]
+    outputs = dict(zip(building, plan_outputs(options.feedstock_root, [plans[index - 1] for index in building])))
     for index, plan in enumerate(plans, 1):
         write(f"== [{index}/{len(plans)}] {plan.name}: {plan.config.description()}")
         if plan.skip_reason:
@@ -117,9 +92,7 @@ def print_plans(plans: list[BuildPlan], options: Options, batch: BatchOptions,
             write(f"gpu archs:    {plan.gpu_archs}")
         if plan.dev_tag:
             write(f"dev build:    FEEDSTOCK_DEV_TAG={plan.dev_tag} (build strings carry dev{plan.dev_tag}_)")
-        if renderer is None:
-            renderer = load_renderer()
-        for line in describe_outputs(options.feedstock_root, plan, renderer):
+        for line in outputs[index]:
             write(line)
         write(f"marker:       {plan.marker}")
         write(f"log:          {plan.log}")

@@ -5,8 +5,10 @@ site-packages: the standard library only) and the fake container engine first on
 """
 from __future__ import annotations
 
+import json
 import os
 import select
+import signal
 import shutil
 import subprocess
 import sys
@@ -14,7 +16,7 @@ import time
 
 import pytest
 
-from tests.support.build_locally import CPU_IMAGE, CUDA_IMAGE, make_feedstock
+from tests.support.build_locally import CPU_IMAGE, CUDA_IMAGE, STANDARD_CONFIGS, make_feedstock
 from tests.support.paths import REPO_ROOT
 
 CUDA129 = "linux_64_blas_implmklcuda_compiler_version12.9"
@@ -227,34 +229,64 @@ def test_dry_run_skips_a_done_config_as_the_batch_does(fs):
 FAKE_RENDER = """\
 import json, os, sys
 args = sys.argv[1:]
-name = args[args.index("render") + 1]
-if "version13" in name:
-    sys.exit("error: cannot render " + name)
-if "generic" in name:
-    raise RuntimeError("renderer bug")
-dev = os.environ.get("FEEDSTOCK_DEV_TAG")
-pre = f"dev{dev}_" if dev else ""
-# a config given by its path (the dry run's copy of the derived config): its own Pythons
-minors = (11, 12)
-if name.endswith(".yaml") and os.path.isfile(name):
-    text = open(name).read()
-    minors = tuple(m for m in (11, 12) if f"3.{m}.* *_cpython" in text)
-outputs = [dict(name="libtorch", version="2.13.0", build_string=pre + "cuda129_mkl_h1234567_300", variant={})]
-outputs += [dict(name="pytorch", version="2.13.0", build_string=f"{pre}cuda129_py3{m}_h1_300",
-                 variant={"python": f"3.{m}.* *_cpython"}) for m in minors]
-print(json.dumps(outputs))
+# `render --batch FILE`: one entry per request, the request's environment set while it renders
+requests = json.load(open(args[args.index("--batch") + 1]))
+calls = os.environ.get("FAKE_RENDER_CALLS")
+if calls:
+    with open(calls, "a") as log:
+        log.write(json.dumps([r["config"] for r in requests]) + "\\n")
+
+
+def render(name):
+    if "version13" in name:
+        return {"error": "cannot render " + name}
+    if "generic" in name:   # what the real batch says of a renderer bug: its traceback's last line
+        return {"error": "RuntimeError: renderer bug"}
+    dev = os.environ.get("FEEDSTOCK_DEV_TAG")
+    pre = f"dev{dev}_" if dev else ""
+    # a config given by its path (the dry run's copy of the derived config): its own Pythons
+    minors = (11, 12)
+    if name.endswith(".yaml") and os.path.isfile(name):
+        text = open(name).read()
+        minors = tuple(m for m in (11, 12) if f"3.{m}.* *_cpython" in text)
+    outputs = [dict(name="libtorch", version="2.13.0", build_string=pre + "cuda129_mkl_h1234567_300", variant={})]
+    outputs += [dict(name="pytorch", version="2.13.0", build_string=f"{pre}cuda129_py3{m}_h1_300",
+                     variant={"python": f"3.{m}.* *_cpython"}) for m in minors]
+    return {"outputs": outputs}
+
+
+results = []
+for request in requests:
+    saved = dict(os.environ)
+    os.environ.update(request.get("environment", {}))
+    results.append({"config": request["config"], **render(request["config"])})
+    os.environ.clear()
+    os.environ.update(saved)
+print(json.dumps(results))
+sys.exit(1 if any("error" in r for r in results) else 0)
 """
 
 
-def test_dry_run_uses_the_renderer_when_it_runs(fs):
-    """build-locally runs `python -m feedstock render CONFIG --json` of the tools beside it (it
-    never imports them) and prints the outputs; a refusal and a crash are one line each."""
+def fake_tools(fs, main: str = FAKE_RENDER) -> None:
+    """A `feedstock` package beside build-locally.py whose `python -m feedstock` is `main`."""
     package = fs.root / "feedstock"
     package.mkdir()
     (package / "__init__.py").write_text("")
-    (package / "__main__.py").write_text(FAKE_RENDER)
-    proc = fs.run("--dry-run", "--all", isolated=False)
+    (package / "__main__.py").write_text(main)
+
+
+def test_dry_run_uses_the_renderer_when_it_runs(fs):
+    """build-locally runs `python -m feedstock render --batch FILE` of the tools beside it (it
+    never imports them): every plan's config in one batch on this 2-core machine (one process
+    per core at most), never one process per config; a refusal and a crash are one line each."""
+    fake_tools(fs)
+    calls = fs.root / "render-calls.jsonl"
+    proc = fs.run("--dry-run", "--all", isolated=False, env=fs.env(FAKE_RENDER_CALLS=str(calls)))
     assert proc.returncode == 0, proc.stderr
+    batches = [json.loads(line) for line in calls.read_text().splitlines()]
+    assert sorted(name for batch in batches for name in batch) == sorted(
+        name for name in STANDARD_CONFIGS if not name.startswith("osx"))
+    assert len(batches) <= min(2, len(os.sched_getaffinity(0)))
     assert ("outputs:      3\n  libtorch-2.13.0-cuda129_mkl_h1234567_300\n"
             "  pytorch-2.13.0-cuda129_py311_h1_300\n  pytorch-2.13.0-cuda129_py312_h1_300") in proc.stdout
     assert "cannot render (cannot render linux_64_blas_implmklcuda_compiler_version13.0)" in proc.stdout
@@ -278,13 +310,53 @@ def test_dry_run_uses_the_renderer_when_it_runs(fs):
 
 
 def test_dry_run_with_tools_that_cannot_start_still_works(fs):
-    package = fs.root / "feedstock"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    (package / "__main__.py").write_text("import jinja2_not_installed_here\n")
+    fake_tools(fs, "import jinja2_not_installed_here\n")
     proc = fs.run("--dry-run", CUDA129, isolated=False)
     assert proc.returncode == 0, proc.stderr
     assert "not rendered here (renderer unavailable: ModuleNotFoundError" in proc.stdout
+
+
+def test_a_renderer_that_fails_whole_fails_each_config_with_its_line(fs):
+    """A batch process that dies (a bug before any config rendered) is every one of its configs'
+    `cannot render` line, as each config's own process failing was; the dry run goes on."""
+    fake_tools(fs, "raise RuntimeError('renderer bug')\n")
+    proc = fs.run("--dry-run", "--all", isolated=False)
+    assert proc.returncode == 0, proc.stderr
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("outputs:")]
+    assert len(lines) == 4 and all(line.startswith("outputs:      cannot render (RuntimeError: renderer bug); run `")
+                                   for line in lines), lines
+    assert "dry run: nothing was started or written" in proc.stdout
+
+
+HANGING_RENDER = """\
+import os, time
+with open(os.environ["FAKE_RENDER_PIDS"], "a") as pids:
+    pids.write(f"{os.getpid()}\\n")
+time.sleep(120)
+"""
+
+
+def test_sigterm_while_rendering_stops_the_renderers_and_leaves_nothing(fs, tmp_path):
+    """Stopped while its renderers run (a scheduler's SIGTERM to build-locally alone), the dry
+    run ends with its one line and 130 at once: no renderer outlives it, no scratch folder stays."""
+    fake_tools(fs, HANGING_RENDER)
+    pids, scratch = tmp_path / "render-pids", tmp_path / "scratch"
+    scratch.mkdir()
+    proc = subprocess.Popen([sys.executable, str(fs.root / "build-locally.py"), "--dry-run", "--all"],
+                            cwd=fs.root, env=fs.env(FAKE_RENDER_PIDS=str(pids), TMPDIR=str(scratch)),
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    expected = min(2, len(os.sched_getaffinity(0)))   # 4 configs: one renderer per core, 2 at most
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and (len(pids.read_text().splitlines()) if pids.exists() else 0) < expected:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=15)
+    assert proc.returncode == 130, stderr
+    assert stderr.strip().splitlines() == ["build-locally: interrupted"]
+    for pid in map(int, pids.read_text().split()):
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    assert list(scratch.iterdir()) == []
 
 
 def test_heavy_jobs_reach_the_build_and_keep_a_release_build(fs):
