@@ -57,9 +57,9 @@ def check_flipped(cache_path: Path, name: str, value: str) -> None:
     now = cache.get(name)
     if not same_setting(now, value):
         raise MegabuildError(f"{cache.source}: the configure after setting {name}={value} "
-                             f"turned it back to {now}, so the project switched it off (for "
+                             f"turned it back to {now}: the project switched it off (for "
                              f"USE_MAGMA: MAGMA was not found); make the dependency findable "
-                             "(the variant's host requirements), nothing was rebuilt")
+                             "(the variant's host requirements); the magma flavour was not built")
 
 
 def _how_it_reaches(src_dir: Path, name: str) -> str:

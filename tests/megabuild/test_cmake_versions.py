@@ -281,6 +281,35 @@ def test_a_magma_switch_the_configure_overrides_is_refused_after_configure(split
     assert not (src / "megabuild-stage" / "cuda-linalg").exists()
 
 
+def test_a_flip_the_configure_undoes_is_refused_before_the_linalg_rebuild(split_trees, tmp_path: Path) -> None:
+    """As PyTorch when MAGMA is not found (caffe2_update_option(USE_MAGMA OFF)): the configure
+    after the flip writes USE_MAGMA back to OFF. The split stops after that configure, before
+    linalg compiles a second time, and leaves no magma stage."""
+    frontend = "setup.py"
+    run = split_trees[frontend]
+    src = harness.copy_project(tmp_path / "src", frontend)
+    cmakelists = src / "CMakeLists.txt"
+    text = cmakelists.read_text()
+    option = 'option(USE_MAGMA "Link libtorch_cuda_linalg against MAGMA" OFF)\n'
+    assert option in text
+    cmakelists.write_text(text.replace(option, option + 'if(USE_MAGMA)\n  message(STATUS "MAGMA not found")\n'
+                                       '  set(USE_MAGMA OFF CACHE BOOL "MAGMA not found" FORCE)\nendif()\n'))
+    base, log_file = own_compile_log(run, tmp_path)
+    base.update(MEGATEST_CORE_UNITS="1", MEGATEST_CORE_WEIGHT="1")
+    with pytest.raises(MegabuildError) as info:
+        run_step(context(run, src, "libtorch-split", base=base, **harness.backend_variant("cuda")))
+    message = str(info.value)
+    assert "\n" not in message
+    assert "the configure after setting USE_MAGMA=ON turned it back to OFF" in message
+    compiled = [line for line in log_file.read_text().splitlines() if "cmTC_" not in line]
+    # the split's build compiled each object once; after the flip's configure, nothing
+    assert len(compiled) == len(set(compiled)) == objects_compiled(log_file, build_dir_of(src, frontend))
+    assert [harness.target_of(o) for o in compiled].count("torch_cuda_linalg") == 1
+    stage = src / "megabuild-stage"
+    assert not (stage / "cuda-linalg" / "magma").exists() and (stage / "cuda-linalg" / "nomagma.json").is_file()
+    assert not (stage / "CMakeCache.pristine.txt").exists()
+
+
 def scikit_build_cores_choice(python: Path, env: dict[str, str], spec: str) -> str:
     """The CMake the real scikit-build-core picks for `spec` in `env` (its own search)."""
     proc = subprocess.run([str(python), "-c", "import os; from packaging.specifiers import SpecifierSet; "
