@@ -23,7 +23,9 @@ from tests.support.podman import (CPU, FAILING, PYTHON, Podman,
                                   build_stand_in_image, config_texts, podman_feedstock,
                                   podman_unavailable, private_podman)
 from tests.support.scratch import module_scratch
-from tests.support.engine_checks import (a_missing_image_is_one_line,
+from tests.support.engine_checks import (a_container_left_running_holds_the_folder,
+                                         a_killed_or_hung_up_run_leaves_no_container,
+                                         a_missing_image_is_one_line,
                                          failed_configs_keep_their_containers_through_prune,
                                          sigint_removes_the_running_container,
                                          the_build_landed_for_the_user)
@@ -138,6 +140,16 @@ def test_failed_configs_keep_their_containers_through_prune_and_the_enter_lines_
 
 def test_sigint_removes_the_running_container_and_writes_no_marker(rig):
     sigint_removes_the_running_container(rig)
+
+
+@pytest.mark.parametrize("how", ["kill -9", "SIGHUP"])
+def test_a_killed_or_hung_up_run_leaves_no_container(rig, how):
+    took = a_killed_or_hung_up_run_leaves_no_container(rig, how)
+    print(f"podman: container gone {took:.1f} s after {how} of build-locally")
+
+
+def test_a_container_left_running_by_a_killed_run_holds_the_folder(rig):
+    a_container_left_running_holds_the_folder(rig)
 
 
 def test_an_engine_that_cannot_start_containers_says_what_to_check(rig, tmp_path):

@@ -4,6 +4,7 @@ module's fixture, with `engine` (run(), containers()), `env`, `root`, `artifacts
 `run(*args)` and `args(*configs)`."""
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -110,3 +111,68 @@ def a_missing_image_is_one_line(rig) -> None:
     assert len(lines) == 1 and lines[0].startswith("error: image localhost/feedstock-not-here:1 "), lines
     assert f"devtools/stand_in_image.py {NO_IMAGE}" in lines[0]
     assert not (rig.artifacts / f"{NO_IMAGE}-log.txt").exists()
+
+
+def _running(rig, config: str) -> list[str]:
+    """The running containers of a config (`ps` without -a)."""
+    out = rig.engine.run("ps", "--filter", f"label={LABEL}={config}", "--format", "{{.Names}}").stdout
+    return sorted(out.split())
+
+
+def _start_interrupted_build(rig) -> tuple[subprocess.Popen, list[str]]:
+    """build-locally on the INTERRUPTED config, once its container runs (its build at work)."""
+    proc = subprocess.Popen([sys.executable, str(rig.root / "build-locally.py"), *rig.args(INTERRUPTED)],
+                            cwd=rig.root, env=rig.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 300
+    while not (names := _running(rig, INTERRUPTED)):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.2)
+    return proc, names
+
+
+def a_killed_or_hung_up_run_leaves_no_container(rig, how: str) -> float:
+    """kill -9 or SIGHUP of build-locally while its container builds: within 10 s the container
+    is gone (the build's guard removed it), no marker; SIGHUP exits 129 like Ctrl-C. Returns
+    the seconds it took."""
+    proc, names = _start_interrupted_build(rig)
+    started = time.monotonic()
+    proc.send_signal(signal.SIGKILL if how == "kill -9" else signal.SIGHUP)
+    out, err = proc.communicate(timeout=120)
+    if how == "SIGHUP":
+        assert proc.returncode == 129, out + err
+        assert "interrupted (SIGHUP) after " in out and "no done-marker written" in out, out[-2000:]
+    while rig.engine.containers(f"{LABEL}={INTERRUPTED}"):
+        assert time.monotonic() - started < 10, f"{names} still there 10 s after {how}"
+        time.sleep(0.2)
+    assert not (rig.artifacts / f"conda-forge-build-done-{INTERRUPTED}").exists()
+    return time.monotonic() - started
+
+
+def a_container_left_running_holds_the_folder(rig) -> None:
+    """build-locally and its build's guard both killed (-9): the engine client's container
+    runs on. The next run finds it by its build_artifacts/ label: --no-wait exits 4 naming it,
+    `rm -f` and --no-wait; the named `rm -f` frees the folder."""
+    import json
+
+    proc, (name,) = _start_interrupted_build(rig)
+    note = json.loads((rig.artifacts / ".build-locally.lock").read_text())
+    os.kill(proc.pid, signal.SIGSTOP)        # it must not see its guard die first
+    os.kill(note["build"]["pid"], signal.SIGKILL)
+    proc.kill()
+    proc.communicate(timeout=60)
+    try:
+        assert _running(rig, INTERRUPTED) == [name]
+        refused = rig.run(*rig.args(CPU), "--force", "--no-wait")
+        assert refused.returncode == 4, refused.stdout + refused.stderr
+        line = refused.stderr.strip()
+        assert line.startswith(f"error: build_artifacts/ is still being built into by container {name}, "
+                               "left running by a build-locally run that was killed; wait for it to end "
+                               "(run without --no-wait to queue behind it) or stop it: "), line
+        stop = line.rsplit("stop it: ", 1)[1]
+        assert stop == f"podman rm -f {name}" and len(refused.stderr.splitlines()) == 1
+        assert "start:" not in refused.stdout
+        assert subprocess.run(stop, shell=True, env=rig.env, capture_output=True, timeout=120).returncode == 0
+        assert _running(rig, INTERRUPTED) == []
+    finally:
+        rig.engine.run("rm", "-f", name, check=False)
