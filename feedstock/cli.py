@@ -33,7 +33,8 @@ With --check, write nothing: exit 1 and name every stale, missing or extra file.
 
 RENDER_HELP = """\
 Render recipe/meta.yaml for one .ci_support config and print each output: name, version,
-build string, build number, requirements by section, run_exports and tests.
+build string, build number, requirements by section, run_exports, tests and script_env (the
+variables conda-build passes from the environment into the output's build script).
 The build string hash is h + the first 7 hex digits of sha1 over the JSON of the variant
 values the output uses (conda-build's recipe), so it changes whenever the variant does.
 With --batch FILE (a JSON list of {"config": NAME, "environment": {...}} requests; - reads
