@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import signal
 import sys
 import time
@@ -300,3 +301,6 @@ def _main(argv: list[str] | None) -> int:
     except KeyboardInterrupt:  # Ctrl-C: one line and the shell's convention, not a traceback
         print(f"error: python -m feedstock {args.command} interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # output piped into `head` and the like: what it read is all it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0

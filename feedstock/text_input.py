@@ -204,3 +204,6 @@ def read_json(path: Path, label: str | None = None) -> Any:
     except json.JSONDecodeError as err:
         raise UnreadableInput(f"{label}:{err.lineno}: not valid JSON ({err.msg}); "
                              "rewrite or re-index the file") from None
+    except RecursionError:  # the C scanner recurses once per nesting level
+        raise UnreadableInput(f"{label}: nested too deeply to be a JSON input; rewrite or re-index "
+                             "the file") from None

@@ -72,6 +72,14 @@ def test_invalid_yaml_and_json_name_the_line(tmp_path):
         read_json(path)
 
 
+def test_json_nested_past_the_scanner_is_one_line(tmp_path):
+    # json's C scanner recurses per level: a RecursionError traceback before (deps --repodata)
+    path = tmp_path / "repodata.json"
+    path.write_text("[" * 200_000 + "]" * 200_000)
+    with pytest.raises(UnreadableInput, match=r"repodata.json: nested too deeply to be a JSON input"):
+        read_json(path)
+
+
 BILLION_LAUGHS = "".join(f"{name}: &{name} [{', '.join([f'*{prev}'] * 9 if prev else ['x'] * 9)}]\n"
                          for prev, name in zip([None, *"abcdefgh"], "abcdefghi"))
 

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections import Counter
 
 import pytest
@@ -319,3 +321,14 @@ def test_a_rendered_selector_that_fails_is_one_line(feedstock_copy):
                                              "        - typing_extensions >=4.10.0 {{ '[1 +]' }}\n", 1))
     line = _render_error(feedstock_copy, lambda root: None)
     assert "recipe/meta.yaml (rendered on linux-64)" in line and "selector [1 +] does not parse" in line
+
+
+def test_render_piped_into_head_ends_quietly():
+    """A reader that stops early (`| head`) ends the render without a BrokenPipeError traceback:
+    here the reader is gone before the render writes (its pipe's read end closed at once)."""
+    proc = subprocess.Popen([sys.executable, "-m", "feedstock", "--feedstock-root", str(REPO_ROOT), "render",
+                             CPU_GENERIC_JOB, "--json"], cwd=REPO_ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    proc.stdout.close()
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 0 and stderr == "", stderr
