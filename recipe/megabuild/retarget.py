@@ -16,9 +16,9 @@ structurally, never by searching for version strings:
 - every other value is split as a CMake list and each element that is an old path (or lies
   under an old library/include folder), the old SOABI or the old extension suffix is replaced.
 
-CMake's entries about itself (`CMAKE_COMMAND`, `CMAKE_ROOT`, ...) never change, even when CMake
-is installed in the old interpreter's site-packages (PyPI's cmake): they are not Python
-entries. FindPython's other `_Python_*_SIGNATURE` checksums are left stale: a new interpreter
+CMake's entries about itself (`CMAKE_COMMAND`, `CMAKE_ROOT`, ...) are not retargeted, even when
+CMake is installed in the old interpreter's site-packages (PyPI's cmake): they are not Python
+entries (a CMake that is gone is the step's business: `cmake_self`). FindPython's other `_Python_*_SIGNATURE` checksums are left stale: a new interpreter
 makes FindPython recompute what depends on it. Afterwards every Python entry is checked for traces of the old
 interpreter (its paths, SOABI, `3.12`, `3;12`, `cpython-312`, `python3.12`, and between a GIL
 and a free-threaded build of one version the other ABI's `3.13`/`3.13t` spellings); any trace
