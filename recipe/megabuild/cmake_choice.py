@@ -23,7 +23,7 @@ from typing import Mapping
 
 from . import pyproject
 from .errors import MegabuildError
-from .tool_versions import CMAKE_SPEC, release_of, require_in_range
+from .tool_versions import CMAKE_SPEC, ON_PATH, release_of, require_in_range
 
 FALLBACK_MINIMUM = ">=3.15"  # scikit-build-core's when CMakeLists.txt names no minimum
 # the module scikit-build-core imports; '' (the source tree, cwd) is not on the backend's path
@@ -131,4 +131,4 @@ def fix_for(candidate: Candidate, python: Path) -> str:
     if candidate.source == "module":
         return (f"it is PyPI's cmake in {python}'s environment, which scikit-build-core runs "
                 f"before PATH's: pin `{CMAKE_SPEC}` in the host requirements or remove it there")
-    return "put a CMake in that range first on PATH (the recipe's build requirement does)"
+    return ON_PATH
