@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 
-def _load(pyproject: Path) -> dict[str, Any] | None:
-    """The parsed file; None without a TOML reader. An invalid file is read as empty:
+def _parse(text: str) -> dict[str, Any] | None:
+    """The parsed text; None without a TOML reader. An invalid file reads as empty:
     scikit-build-core itself reports it when it runs."""
     try:
         import tomllib as toml
@@ -20,17 +20,18 @@ def _load(pyproject: Path) -> dict[str, Any] | None:
         except ImportError:
             return None
     try:
-        return toml.loads(pyproject.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
+        return toml.loads(text)
+    except ValueError:
         return {}
 
 
 def _skbuild(src_dir: Path) -> tuple[dict[str, Any] | None, str]:
-    pyproject = Path(src_dir) / "pyproject.toml"
-    if not pyproject.is_file():
+    """([tool.scikit-build] or {}, or None without a TOML reader; the file's text)."""
+    try:
+        text = (Path(src_dir) / "pyproject.toml").read_text(encoding="utf-8", errors="replace")
+    except OSError:
         return {}, ""
-    data = _load(pyproject)
-    text = pyproject.read_text(encoding="utf-8", errors="replace")
+    data = _parse(text)
     if data is None:
         return None, text
     table = data.get("tool", {}).get("scikit-build", {})
