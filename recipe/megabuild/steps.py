@@ -173,9 +173,10 @@ def run_split(ctx: BuildContext, frontend: Frontend | None = None) -> None:
         if [p.read_bytes() for p in nomagma] == [p.read_bytes() for p in magma]:
             shutil.rmtree(magma_dir)  # the nomagma library under the magma name: never installed
             raise MegabuildError("libtorch_cuda_linalg did not change after setting USE_MAGMA=ON "
-                                 f"in {cache_path}, although the configure kept it ON; the "
-                                 "linalg sources ignore USE_MAGMA or the build installed a stale "
-                                 "copy; no magma stage was kept")
+                                 f"in {cache_path}, although the configure kept it ON: its "
+                                 "sources ignore USE_MAGMA (PyTorch's use it) or the build "
+                                 f"installed a stale copy; remove {build_dir} and run the split "
+                                 "again (no magma stage was kept)")
         linalg_flavour.record(magma_dir, CMakeCache.read(cache_path).get("USE_MAGMA"))
     # libtorch is staged from the final build (after the MAGMA flip): its headers record
     # USE_MAGMA (ATen/cuda/CUDAConfig.h) and torch_cuda is compiled against them, so it must
