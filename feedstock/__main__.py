@@ -1,5 +1,6 @@
 """``python -m feedstock <subcommand>``."""
 try:
+    from common.clean_exit import run_command
     from .cli import main
 except KeyboardInterrupt:  # Ctrl-C while the modules load: nothing has started, nothing to undo
     import sys
@@ -7,4 +8,5 @@ except KeyboardInterrupt:  # Ctrl-C while the modules load: nothing has started,
     print("error: interrupted (Ctrl-C) before anything started; nothing was written", file=sys.stderr)
     raise SystemExit(130) from None
 
-raise SystemExit(main())
+# py-rattler's threads must not outlive the interpreter's finalization (common/clean_exit.py)
+run_command(main)

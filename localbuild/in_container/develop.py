@@ -36,6 +36,7 @@ FEEDSTOCK_ROOT = Path(os.environ.get("FEEDSTOCK_ROOT") or Path(__file__).resolve
 sys.path.insert(0, str(FEEDSTOCK_ROOT))   # common/: the atomic writer and the driver's loader
 
 from common.atomic_files import write_atomically  # noqa: E402
+from common.clean_exit import run_command  # noqa: E402
 from common.driver import driver_module  # noqa: E402
 
 OWN_PACKAGES = frozenset({"libtorch", "libtorch-split", "libtorch-cuda-linalg", "pytorch"})
@@ -270,4 +271,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # py-rattler's threads must not outlive the interpreter's finalization (common/clean_exit.py)
+    run_command(main)

@@ -14,9 +14,12 @@ Takes the subset of rattler-build's command line that localbuild/in_container/bu
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))   # the feedstock's common/
+
+from common.clean_exit import run_command  # noqa: E402
 
 
 def index_channel(channel: Path) -> None:
@@ -89,13 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "index":
             index_channel(args.channel)
-            # py-rattler's tokio threads may still call into Python while the interpreter
-            # finalizes ("PyGILState_Release: thread state must be current", SIGABRT/SIGSEGV in
-            # about 1 run of 10 here, after repodata.json is written). Nothing is left to clean
-            # up, so leave without finalizing.
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(0)
+            return 0
         if args.command == "test":
             return test_built_packages(args.recipe, args.variant_config, args.output_dir)
         from rattler_build.cli_api import build_recipes
@@ -116,4 +113,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # py-rattler's threads must not outlive the interpreter's finalization (common/clean_exit.py)
+    run_command(main)
