@@ -9,7 +9,8 @@
   everything except libtorch_python and libtorch_cuda_linalg is staged as `<stage>/libtorch`
   (the scikit-build-core front end stages from its wheel's `torch/` instead of `build/lib.*`)
   (so libtorch's headers and torch_cuda agree with the cache the pytorch steps reuse), and the
-  cache is saved as `<stage>/CMakeCache.pristine.txt`.
+  cache is saved as `<stage>/CMakeCache.pristine.txt`, sealed (`cache_seal`: a cut or changed
+  copy is named truncated or damaged before any entry is read).
 - `libtorch` -> `install_libtorch`: copies `<stage>/libtorch` into `$PREFIX`; CUDA variants
   also get activation scripts that set TORCH_CUDA_ARCH_LIST for downstream builds (`activation`).
 - `libtorch-cuda-linalg` -> `install_cuda_linalg`: copies the magma or nomagma library
@@ -45,6 +46,7 @@ from typing import Callable, Mapping
 from . import compile_cache, linalg_flavour, log
 from .activation import write_activation_scripts
 from .build_env import gpu_backend
+from .cache_seal import check_seal, read_sealed, seal
 from .cmake_cache import CMakeCache
 from .cmake_self import replace_dead_cmake
 from .configure_checks import check_configured, check_flipped, flipped_switches
@@ -63,6 +65,8 @@ from .staging import (copy_tree, find_clobbers, installed_top_levels,
                       remove_foreign_pyc, replace_stage, LIBTORCH_DIRS)
 
 PRISTINE_CACHE = "CMakeCache.pristine.txt"
+# what a truncated or damaged pristine cache asks for: the split writes it whole, sealed
+SPLIT_AGAIN = "run the libtorch-split step (the top-level build) again"
 LIBTORCH_STAGE = "libtorch"
 LINALG_STAGE = "cuda-linalg"
 
@@ -184,14 +188,17 @@ def run_split(ctx: BuildContext, frontend: Frontend | None = None) -> None:
     _stage_libtorch(layout, ctx.stage_dir / LIBTORCH_STAGE)
     CMakeCache.read(cache_path)  # refuse to save a cache we could not patch later
     require_split_python(cache_path, target)
-    write_atomically(pristine_cache_path(ctx), cache_path.read_bytes())
-    log.info(f"saved pristine cache -> {pristine_cache_path(ctx)}")
+    write_atomically(pristine_cache_path(ctx), seal(cache_path.read_bytes()))
+    log.info(f"saved pristine cache -> {pristine_cache_path(ctx)} (sealed)")
 
 
 def check_stage_source(ctx: BuildContext) -> None:
     """Refuse a stage that the split step of another source tree made (its pristine cache
     records the tree), before a step installs or rebuilds from it."""
-    check_cache_source(pristine_cache_path(ctx), ctx.src_dir,
+    pristine = pristine_cache_path(ctx)
+    if pristine.is_file():  # whole before any entry is judged (a cut copy misleads every check)
+        check_seal(pristine.read_bytes(), str(pristine), SPLIT_AGAIN)
+    check_cache_source(pristine, ctx.src_dir,
                        f"run the libtorch-split step for this tree, or remove {ctx.stage_dir}")
 
 
@@ -266,7 +273,7 @@ def _retarget_split_cache(ctx: BuildContext, frontend: Frontend, target: PythonT
     names that is gone is replaced by this step's (`cmake`)."""
     with log.step(f"pytorch (megabuild=true): retarget the split build's cache to Python "
                   f"{target.version}"):
-        cache = CMakeCache.read(pristine_cache_path(ctx))
+        cache = read_sealed(pristine_cache_path(ctx), SPLIT_AGAIN)
         changes = retarget_cache(cache, target)
         for change in changes:
             log.info(f"  {change.describe()}")
