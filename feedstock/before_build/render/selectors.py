@@ -7,6 +7,7 @@ counts as False. The expression language is Python's, evaluated without builtins
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Mapping
@@ -39,44 +40,41 @@ def split_selectors(text: str) -> tuple[SelectorLine, ...]:
     return tuple(lines)
 
 
+# a bracketed expression without brackets inside: the only shape a selector can take
+_BRACKETED = re.compile(r"\[([^\[\]]+)\]")
+
+
 def _find_selector(line: str) -> tuple[str, str] | None:
     """(text, selector) when ``line`` ends in a ``[selector]``, else None.
 
-    The rule conda-build applies: the text is the shortest start of the line (at least one
-    character) after which, past optional blanks, comes either ``[expr]`` closing the line, or
-    a ``#`` comment holding a ``[expr]`` (the last one possible) followed only by text without
-    parentheses (so a markdown link ``[x](url)`` is not a selector). ``expr`` has no brackets.
+    The rule conda-build applies (its ``sel_pat``): the text is the shortest start of the line
+    (at least one character) after which, past optional blanks, comes either ``[expr]`` closing
+    the line, or a ``#`` comment holding a ``[expr]`` (the last one possible) followed only by
+    text without parentheses (so a markdown link ``[x](url)`` is not a selector). ``expr`` has
+    no brackets.
+
+    One pass, linear in the line (a backtracking scan was quadratic on hostile lines). Both
+    forms take the last ``[expr]`` of the line: the comment form the last one possible, and the
+    plain form the one that ends the line. So only the cut differs: the first ``#`` before
+    that ``[expr]`` when its tail has no parentheses, else the ``[expr]`` itself when it ends
+    the line; the text ends where the blanks before that point begin.
     """
-    length = len(line)
-    for cut in range(1, length):
-        start = cut
-        while start < length and line[start].isspace():
-            start += 1
-        if start >= length:
+    last = None
+    for last in _BRACKETED.finditer(line):   # bracketed spans never overlap: linear
+        pass
+    if last is None:
+        return None
+    opening, end = last.start(), last.end()
+    # the comment form: its tail (after the "]") has no parentheses; "#" at 0 leaves no text
+    plain_tail = max(line.rfind("("), line.rfind(")")) < end
+    point = line.find("#", 1, opening) if plain_tail else -1
+    if point < 0:
+        if end != len(line) or opening < 1:
             return None
-        if line[start] == "#":
-            found = _last_bracket_before_plain_tail(line, start + 1)
-            if found:
-                return line[:cut], found
-        elif line[start] == "[":
-            close = line.find("]", start + 1)
-            inner = line[start + 1:close] if close > start else ""
-            if close == length - 1 and inner and "[" not in inner:
-                return line[:cut], inner
-    return None
-
-
-def _last_bracket_before_plain_tail(line: str, lower: int) -> str | None:
-    """The content of the last ``[...]`` at or after ``lower`` whose tail has no parentheses."""
-    opening = line.rfind("[", lower)
-    while opening >= lower:
-        close = line.find("]", opening + 1)
-        inner = line[opening + 1:close] if close > opening else ""
-        tail = line[close + 1:] if close > opening else ""
-        if inner and "[" not in inner and "(" not in tail and ")" not in tail:
-            return inner
-        opening = line.rfind("[", lower, opening)
-    return None
+        point = opening
+    # the text is at least one character, even when the line starts with blanks
+    cut = max(1, len(line[:point].rstrip()))
+    return line[:cut], last.group(1)
 
 
 # the few builtins a selector may reasonably call
