@@ -13,6 +13,9 @@ if sys.version_info < (3, 9):
 FEEDSTOCK_ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(FEEDSTOCK_ROOT))
 
+from common.terminal import printable_anywhere  # noqa: E402
+
+printable_anywhere()  # before anything prints: an ASCII terminal (LC_ALL=C) gets escapes, not a traceback
 from localbuild.cli import main  # noqa: E402
 
 if __name__ == "__main__":

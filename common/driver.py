@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
+import os
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -22,7 +23,7 @@ class DriverMissing(ImportError):
 def driver_module(feedstock_root: Path, name: str) -> ModuleType:
     """recipe/megabuild/<name>.py of the feedstock at ``feedstock_root``, imported."""
     package_dir = (Path(feedstock_root) / "recipe" / "megabuild").resolve()
-    package = "_feedstock_driver_" + hashlib.sha1(str(package_dir).encode()).hexdigest()[:12]
+    package = "_feedstock_driver_" + hashlib.sha1(os.fsencode(package_dir)).hexdigest()[:12]
     if package not in sys.modules:
         init = package_dir / "__init__.py"
         spec = importlib.util.spec_from_file_location(package, init, submodule_search_locations=[str(package_dir)])

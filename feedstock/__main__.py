@@ -1,4 +1,7 @@
 """``python -m feedstock <subcommand>``."""
+from common.terminal import printable_anywhere
+
+printable_anywhere()  # before anything prints: an ASCII terminal (LC_ALL=C) gets escapes, not a traceback
 try:
     from common.clean_exit import run_command
     from .cli import main

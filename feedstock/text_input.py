@@ -72,6 +72,12 @@ def read_text(path: Path, label: str | None = None) -> str:
         raise UnreadableInput(f"{err}; save the file as UTF-8") from None
 
 
+def read_compared(path: Path, label: str | None = None) -> str:
+    """A generated file's text, to compare with what it should be: read as every input is
+    (bounded), a byte that is not UTF-8 replaced (such a file is simply stale)."""
+    return read_bytes(path, label).decode("utf-8", errors="replace")
+
+
 class DuplicateKeyError(yaml.YAMLError):
     def __init__(self, key: str, line: int, first_line: int) -> None:
         super().__init__(f"key {key!r} is given twice")

@@ -10,6 +10,8 @@ from .steps import run_step
 
 
 def main() -> int:
+    for stream in (sys.stdout, sys.stderr):  # an ASCII terminal (LC_ALL=C) gets escapes, not a traceback
+        stream.reconfigure(errors="backslashreplace")
     try:
         run_step(start_step(os.environ), base=os.environ)
     except MegabuildError as exc:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...layout import Feedstock, load_feedstock
+from ...text_input import read_text
 from ..render.selector_check import refuse_bad_selectors
 from ..render.variants import analyse_platform
 from .jobs import CiJob, platform_jobs
@@ -67,7 +68,7 @@ def rerender(root: Path) -> tuple[list[CiJob], Drift]:
     expected = expected_files(jobs)
     for name in protected_files(feedstock):
         # keep the input file: pretend it is expected as it is
-        expected[name] = (feedstock.ci_support / name).read_text()
+        expected[name] = read_text(feedstock.ci_support / name, f".ci_support/{name}")
     state = workflow_state(feedstock, workflow)
     # one commit for .ci_support/ and the workflow: an interruption leaves both old or both new
     found = _leftovers(feedstock)

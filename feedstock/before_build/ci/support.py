@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from ...atomic_files import leftover_temps, replace_files
+from ...text_input import read_compared
 from .jobs import CiJob
 
 
@@ -46,7 +47,7 @@ def current_files(folder: Path) -> dict[str, str]:
     if not folder.is_dir():
         return {}
     # generated files, compared for staleness: one that is not UTF-8 text is simply stale
-    return {p.name: p.read_text(encoding="utf-8", errors="replace")
+    return {p.name: read_compared(p, f".ci_support/{p.name}")
             for p in sorted(folder.glob("*.yaml")) if p.is_file()}
 
 

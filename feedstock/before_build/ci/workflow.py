@@ -35,7 +35,7 @@ from typing import Any, Callable, Mapping
 from common.driver import DriverMissing, driver_module
 
 from ...errors import FeedstockError
-from ...text_input import read_yaml
+from ...text_input import read_compared, read_yaml
 from ...layout import PLATFORM_NAMES, Feedstock, did_you_mean
 from .jobs import CiJob
 
@@ -352,6 +352,6 @@ def workflow_state(feedstock: Feedstock, expected: str) -> str | None:
     path = feedstock.root / WORKFLOW_PATH
     if not path.is_file():
         return "missing"
-    return None if path.read_text() == expected else "out of date"
+    return None if read_compared(path, WORKFLOW_PATH) == expected else "out of date"
 
 

@@ -22,7 +22,7 @@ from common.hashing import sha256_of
 
 from ...atomic_files import replace_files
 from ...errors import FeedstockError
-from ...text_input import load_yaml
+from ...text_input import load_yaml, read_text
 from ...layout import Feedstock, load_feedstock
 from .patch_series import PatchResult, check_series, patch_paths, wanted_by_patches
 from .recipe_lines import (RecipeText, get_triton, get_version, has_rc_rule, recipe_files, set_build_number,
@@ -267,7 +267,7 @@ def _edit_pythons(plan: BumpPlan, feedstock: Feedstock, tree: SourceFiles, metad
     minimum = (metadata.min_python() if metadata else None) or _source_pythons(tree)
     if not pinning or not minimum:
         return
-    before = pinning.read_text()
+    before = read_text(pinning, pinning.name)
     after, removed = drop_pythons_below(before, minimum)
     if removed:
         plan.changes[pinning] = (before, after)

@@ -18,7 +18,7 @@ from rattler import Version
 
 from ...atomic_files import replace_files
 from ...errors import FeedstockError
-from ...text_input import read_json, read_yaml
+from ...text_input import read_json, read_text, read_yaml
 from ...layout import Feedstock
 from .recipe_lines import get_triton, recipe_files, run_requirements
 from .source_tree import SourceFiles, load_source
@@ -359,7 +359,7 @@ def write_docs_table(root: Path, table: str) -> bool:
     page = Path(root) / DOCS_TABLE_FILE
     if not page.is_file():
         raise FeedstockError(f"{page} does not exist; run from the feedstock root")
-    text = page.read_text()
+    text = read_text(page, str(DOCS_TABLE_FILE))
     start, end = text.find(TABLE_START), text.find(TABLE_END)
     if start < 0 or end < start:
         raise FeedstockError(f"{DOCS_TABLE_FILE.as_posix()} has no {TABLE_START} ... {TABLE_END} markers; add them "

@@ -18,6 +18,7 @@ from pathlib import Path
 from ...atomic_files import replace_files
 from ...errors import FeedstockError
 from ...layout import Feedstock, escapes
+from ...text_input import read_compared
 from .recipe_lines import RecipeText, patch_list, recipe_files, replace_patch_list
 from .source_tree import SourceFiles, load_source
 
@@ -133,7 +134,7 @@ def wanted_by_patches(feedstock: Feedstock, paths: list[str]) -> set[str]:
             raise FeedstockError(f"recipe lists patch {outside}; nothing was read: keep patches in recipe/patches/")
         if not patch_file.is_file():
             raise FeedstockError(f"recipe lists patch {rel} but recipe/{rel} does not exist; fix the patch list")
-        wanted.update(touched_files(patch_file.read_text(errors="replace")))
+        wanted.update(touched_files(read_compared(patch_file)))
     return wanted
 
 
@@ -146,7 +147,7 @@ def check_series(feedstock: Feedstock, source: SourceFiles, paths: list[str]) ->
         source.write_to(workdir)
         for rel in paths:
             patch_file = (feedstock.recipe_dir / rel).resolve()
-            text = patch_file.read_text(errors="replace")
+            text = read_compared(patch_file)
             trial = _run_patch(tool, patch_file, workdir, dry_run=True)
             result = _result_of(rel, text, trial)
             if result.applies:
@@ -214,7 +215,7 @@ def refresh(feedstock: Feedstock, source_git: Path, base: str) -> RefreshResult:
     for rel in listed:
         path = feedstock.recipe_dir / rel
         if path.is_file():
-            by_subject.setdefault(_subject(path.read_text(errors="replace")), rel)
+            by_subject.setdefault(_subject(read_compared(path)), rel)
     numbers = [int(m.group(1)) for rel in listed if (m := re.match(r"(\d+)-", Path(rel).name))]
     next_number = max(numbers, default=0) + 1
     with tempfile.TemporaryDirectory(prefix="feedstock-format-patch-") as scratch:
@@ -229,7 +230,7 @@ def refresh(feedstock: Feedstock, source_git: Path, base: str) -> RefreshResult:
         texts: dict[str, str] = {}
         series: list[str] = []
         for produced in generated:
-            text = stable_patch(produced.read_text())
+            text = stable_patch(read_compared(produced))
             rel = by_subject.get(_subject(text))
             if rel is None or rel in series:
                 slug = produced.name.split("-", 1)[1]
@@ -241,7 +242,7 @@ def refresh(feedstock: Feedstock, source_git: Path, base: str) -> RefreshResult:
     pending: dict[Path, str] = {}
     for rel, text in texts.items():
         path = feedstock.recipe_dir / rel
-        if path.is_file() and path.read_text() == text:
+        if path.is_file() and read_compared(path) == text:
             result.unchanged.append(rel)
         else:
             result.written.append(rel)

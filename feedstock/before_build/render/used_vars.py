@@ -13,6 +13,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from ...text_input import read_text
+
 _ASCII_WORD = frozenset(string.ascii_letters + string.digits + "_")
 _TARGET_KINDS = ("compiler", "stdlib")
 _SELECTOR_END = frozenset("=<>!]")
@@ -200,7 +202,7 @@ def used_in_text(keys: tuple[str, ...], text: str, selectors_only: bool = False)
 
 @lru_cache(maxsize=256)
 def _script_text(path: str) -> str:
-    return Path(path).read_text()
+    return read_text(Path(path))
 
 
 def _first_dollars(text: str) -> list[int]:
