@@ -41,7 +41,9 @@ RECIPE_FILES = {"conda-build": "meta.yaml", "rattler-build": "recipe.yaml"}
 DOWNLOAD_FAILED = (b"Failed to download from URL:", b"Failed to download source from url:",
                    b"Could not download ")
 _SOURCE_BLOCK = re.compile(r"^source:[ \t]*(#.*)?$")
-_URL = re.compile(r"^[ \t]+(?:-[ \t]+)?url:[ \t]*(?P<value>[^#]*?)[ \t]*(#.*)?$")
+# the value runs to a comment or the line's end; its trailing blanks are cut in _url_value (a
+# lazy value before `[ \t]*` retried every length: 16 KB of trailing blanks took 4 s)
+_URL = re.compile(r"^[ \t]+(?:-[ \t]+)?url:[ \t]*(?P<value>[^#]*)(#.*)?$")
 _SHA256 = re.compile(r"^[ \t]+(?:-[ \t]+)?sha256:[ \t]*[\"']?(?P<value>[0-9a-fA-F]{64})[\"']?[ \t]*(#.*)?$")
 _JINJA_VERSION = re.compile(r"^[ \t]*\{%-?\s*set\s+version\s*=\s*[\"'](?P<value>[^\"'\n]+)[\"']\s*-?%\}")
 _CONTEXT_VERSION = re.compile(r"^[ \t]+version:[ \t]*[\"']?(?P<value>[^\"'\s#]+)[\"']?[ \t]*(#.*)?$")
@@ -85,7 +87,7 @@ def read_recipe_source(recipe: Path, label: str) -> RecipeSource:
     recipe has not exactly one of each, or a url that needs more than the version to render."""
     lines = read_recipe_lines(recipe, label)
     block = _source_block(lines)
-    urls = [(i, m.group("value")) for i in block for m in [_URL.match(lines[i])] if m]
+    urls = [(i, lines[i][span[0]:span[1]]) for i in block for span in [_url_value(lines[i])] if span]
     hashes = [m.group("value").lower() for i in block for m in [_SHA256.match(lines[i])] if m]
     if len(urls) != 1 or len(hashes) != 1:
         found = f"{len(urls)} url and {len(hashes)} sha256 lines"
@@ -97,6 +99,15 @@ def read_recipe_source(recipe: Path, label: str) -> RecipeSource:
         raise LocalBuildError(f"--source-tarball: the source url in {label} ({raw}) needs more than "
                               "the version to render; write it with only ${{ version }}", EXIT_USAGE)
     return RecipeSource(recipe, label, url, hashes[0], index)
+
+
+def _url_value(line: str) -> tuple[int, int] | None:
+    """Where the value of a ``url:`` line is (without blanks or a comment); None for other lines."""
+    match = _URL.match(line)
+    if match is None:
+        return None
+    start = match.start("value")
+    return start, start + len(match.group("value").rstrip(" \t"))
 
 
 def _source_block(lines: list[str]) -> range:
@@ -170,7 +181,14 @@ def check_tarball(tarball: Path, sources: list[RecipeSource]) -> None:
 def conda_build_cache_name(source: RecipeSource) -> str:
     """The name conda-build gives the url's file in its src_cache: the sha256's first 10 digits
     before the extension (``.tar.gz`` counts as one)."""
-    return re.sub(r"(.*?)(\.(?:tar\.)?[^.]+)$", rf"\1_{source.sha256[:10]}\2", source.file_name)
+    # found from the last dot, not by a pattern (a lazy prefix retried every start: quadratic)
+    name = source.file_name
+    dot = name.rfind(".")
+    if dot < 0 or dot == len(name) - 1:
+        return name
+    if name[:dot].endswith(".tar"):
+        dot -= len(".tar")
+    return f"{name[:dot]}_{source.sha256[:10]}{name[dot:]}"
 
 
 def derived_recipe_text(source: RecipeSource, file_url: str) -> str:
@@ -180,12 +198,12 @@ def derived_recipe_text(source: RecipeSource, file_url: str) -> str:
     once more."""
     lines = read_recipe_lines(source.recipe, source.label)
     line = lines[source.url_line]
-    match = _URL.match(line)
-    assert match is not None  # the line read_recipe_source found
-    own = match.group("value")
+    span = _url_value(line)
+    assert span is not None  # the line read_recipe_source found
+    own = line[span[0]:span[1]]
     own = own if own[:1] in "\"'" else json.dumps(own)   # `{` of ${{ version }} is flow syntax
     urls = f"[{json.dumps(file_url)}, {own}]"
-    lines[source.url_line] = line[:match.start("value")] + urls + line[match.end("value"):]
+    lines[source.url_line] = line[:span[0]] + urls + line[span[1]:]
     return "\n".join(lines) + "\n"
 
 

@@ -262,6 +262,27 @@ def test_conda_build_cache_name_is_conda_builds():
     assert (v1.url, v1.sha256) == (source.url, source.sha256)
 
 
+def test_a_hostile_url_line_is_read_in_linear_time(tmp_path):
+    """The url pattern retried every length of a lazy value before trailing blanks (16 KB of
+    them: 4 s), and the cache name every start of a name of dots: both now read 256 KB at once,
+    with the same value as before (blanks and the comment cut, `.tar.gz` one extension)."""
+    import time
+    sha = "ab" * 32
+    recipe = tmp_path / "meta.yaml"
+    recipe.write_text("{% set version = \"1\" %}\nsource:\n  url: https://example.org/x/pytorch-v1.tar.gz" + " " * 256_000
+                      + "  # comment\n  sha256: " + sha + "\n")
+    started = time.perf_counter()
+    source = read_recipe_source(recipe, "recipe/meta.yaml")
+    assert time.perf_counter() - started < 1
+    assert source.url == "https://example.org/x/pytorch-v1.tar.gz"
+    assert conda_build_cache_name(source) == f"pytorch-v1_{sha[:10]}.tar.gz"
+    dots = tmp_path / "dots.yaml"
+    dots.write_text("{% set version = \"1\" %}\nsource:\n  url: https://example.org/a" + "." * 256_000 + "\n  sha256: " + sha + "\n")
+    started = time.perf_counter()
+    name = conda_build_cache_name(read_recipe_source(dots, "recipe/meta.yaml"))
+    assert time.perf_counter() - started < 1 and name == "a" + "." * 256_000   # no extension: as it is
+
+
 def test_a_slurm_task_gets_the_file_with_the_other_build_options(tmp_path, tarball):
     fs = offline_feedstock(tmp_path, tarball, channel_sources="conda-forge")
     proc = fs.run(CPU_GENERIC_JOB, "--scheduler", "slurm", "--tool", "rattler-build", "--source-tarball",
