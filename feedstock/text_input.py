@@ -27,10 +27,10 @@ from typing import Any, Sequence
 
 import yaml
 from common.input_files import MAX_INPUT_BYTES, NotARegularFile, NotUtf8Text, decode_text, read_regular
+from common.nesting import MAX_DEPTH, depth_refusal
 
 from .errors import FeedstockError
 
-MAX_DEPTH = 64  # nesting levels; the deepest input here (a recipe's outputs) has about 8
 MAX_EXPANDED_NODES = 1_000_000  # nodes of a YAML file with its aliases expanded
 
 
@@ -205,11 +205,16 @@ def read_json(path: Path, label: str | None = None) -> Any:
     """A JSON input file (repodata.json, a package record): its data, or one error line."""
     label = label or str(path)
     text = read_text(path, label)
+    return load_json(text, label)
+
+
+def load_json(text: str, label: str, fix: str = "rewrite or re-index the file") -> Any:
+    """JSON of one input file, its depth checked before the parser recurses; one line otherwise
+    that ends with `fix`."""
+    refusal = depth_refusal(text, label)
+    if refusal:
+        raise UnreadableInput(f"{refusal}; {fix}")
     try:
         return json.loads(text)
     except json.JSONDecodeError as err:
-        raise UnreadableInput(f"{label}:{err.lineno}: not valid JSON ({err.msg}); "
-                             "rewrite or re-index the file") from None
-    except RecursionError:  # the C scanner recurses once per nesting level
-        raise UnreadableInput(f"{label}: nested too deeply to be a JSON input; rewrite or re-index "
-                             "the file") from None
+        raise UnreadableInput(f"{label}:{err.lineno}: not valid JSON ({err.msg}); {fix}") from None

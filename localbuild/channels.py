@@ -13,6 +13,7 @@ from urllib.request import url2pathname
 
 from .errors import EXIT_USAGE, LocalBuildError
 from common.input_files import read_regular
+from common.nesting import MAX_DEPTH, too_deep
 
 
 def is_local(value: str) -> bool:
@@ -63,7 +64,10 @@ def _check_repodata(path: Path) -> None:
     """A local channel's index is read by the solver inside the container: a broken one is
     refused here, naming the file, not after the image is pulled."""
     try:
-        data = json.loads(read_regular(path).decode("utf-8"))
+        text = read_regular(path).decode("utf-8")
+        if too_deep(text):
+            raise ValueError(f"nested more than {MAX_DEPTH} levels deep")
+        data = json.loads(text)
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) else str(exc).splitlines()[0][:120]
         raise LocalBuildError(f"--channel: {path} is not a readable repodata.json ({reason}); "

@@ -19,6 +19,9 @@ import shlex
 import subprocess
 from pathlib import Path
 
+from common.input_files import read_regular
+from common.nesting import depth_refusal
+
 from .configs import CiConfig
 from .errors import EXIT_USAGE, LocalBuildError
 
@@ -62,13 +65,16 @@ def _front_end(tree: Path, shown: str) -> str | None:
     pyproject = tree / "pyproject.toml"
     if pyproject.is_file():
         try:
-            data = pyproject.read_bytes()[:1_000_000].decode("utf-8")
+            data = read_regular(pyproject).decode("utf-8")
         except OSError as err:
             raise LocalBuildError(f"--develop {shown}: cannot read pyproject.toml ({err.strerror or err})",
                                   EXIT_USAGE) from None
         except UnicodeDecodeError:
             raise LocalBuildError(f"--develop {shown}: pyproject.toml is not UTF-8 text; is this your "
                                   "PyTorch checkout?", EXIT_USAGE) from None
+        refusal = depth_refusal(data, f"--develop {shown}: pyproject.toml")
+        if refusal:   # tomllib recurses per level: 600 `[`s were a RecursionError
+            raise LocalBuildError(f"{refusal}; is this your PyTorch checkout?", EXIT_USAGE)
         try:
             import tomllib   # Python 3.11+; older Pythons look for the line itself
         except ImportError:

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from common.input_files import MAX_INPUT_BYTES, NotUtf8Text, decode_text
+from common.nesting import depth_refusal
 from common.suggest import did_you_mean
 
 from ..errors import FeedstockError
@@ -68,12 +69,13 @@ def read_batch(source: str) -> list[RenderRequest]:
 
 def parse_batch(text: str, label: str) -> list[RenderRequest]:
     """The requests a batch's text holds, checked entry by entry."""
+    refusal = depth_refusal(text, label)
+    if refusal:
+        raise FeedstockError(f"{refusal}; the batch is {SHAPE}")
     try:
         data = json.loads(text)
     except json.JSONDecodeError as err:
         raise FeedstockError(f"{label}:{err.lineno}: not valid JSON ({err.msg}); the batch is {SHAPE}") from None
-    except RecursionError:  # the C scanner recurses per nesting level
-        raise FeedstockError(f"{label}: nested too deeply; the batch is {SHAPE}") from None
     if not isinstance(data, list):
         raise FeedstockError(f"{label}: a JSON {_kind(data)} where the batch is {SHAPE}")
     if not data:

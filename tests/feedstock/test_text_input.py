@@ -76,8 +76,18 @@ def test_json_nested_past_the_scanner_is_one_line(tmp_path):
     # json's C scanner recurses per level: a RecursionError traceback before (deps --repodata)
     path = tmp_path / "repodata.json"
     path.write_text("[" * 200_000 + "]" * 200_000)
-    with pytest.raises(UnreadableInput, match=r"repodata.json: nested too deeply to be a JSON input"):
+    with pytest.raises(UnreadableInput, match=r"repodata.json:1: nested more than 64 levels deep"):
         read_json(path)
+
+
+def test_json_is_refused_by_its_depth_before_the_parser_recurses(tmp_path):
+    # issue 49, part 4: YAML's limit for JSON too, counted outside strings, naming the line
+    path = tmp_path / "batch.json"
+    path.write_text('{"a": "' + "[" * 500 + '",\n "b":\n' + "[" * 65 + "]" * 65 + "}")
+    with pytest.raises(UnreadableInput, match=r"batch.json:3: nested more than 64 levels deep"):
+        read_json(path)
+    path.write_text('{"a": "' + "[" * 500 + '", "b": ' + "[" * 60 + "]" * 60 + "}")
+    assert len(read_json(path)) == 2
 
 
 BILLION_LAUGHS = "".join(f"{name}: &{name} [{', '.join([f'*{prev}'] * 9 if prev else ['x'] * 9)}]\n"

@@ -19,6 +19,7 @@ from pathlib import Path
 from rattler import Version
 
 from common.hashing import sha256_of
+from common.nesting import too_deep
 
 from ...atomic_files import replace_files
 from ...errors import FeedstockError
@@ -108,7 +109,7 @@ def fetch_source(source: str, scratch: Path) -> Path:
 def _source_pythons(source: SourceFiles) -> str | None:
     """``requires-python``'s lower bound from the source's pyproject.toml (3.10), if it says."""
     text = source.text("pyproject.toml")
-    if not text:
+    if not text or too_deep(text):  # a source tree's pyproject.toml only informs this note
         return None
     try:
         spec = str(tomllib.loads(text).get("project", {}).get("requires-python", ""))

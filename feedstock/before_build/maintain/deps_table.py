@@ -16,6 +16,8 @@ from pathlib import Path
 
 from rattler import Version
 
+from common.nesting import too_deep
+
 from ...atomic_files import replace_files
 from ...errors import FeedstockError
 from ...text_input import read_json, read_text, read_yaml
@@ -134,7 +136,7 @@ def parse_version_file(rel: str, text: str) -> str | None:
             return f"{number // 1000000}.{number // 1000 % 1000}.{number % 1000}"
     elif name == "version.json":
         try:
-            data = json.loads(text)
+            data = None if too_deep(text) else json.loads(text)
         except json.JSONDecodeError:
             return None
         for branch in data.values() if isinstance(data, dict) else []:

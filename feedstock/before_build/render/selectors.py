@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Mapping
 
+from common.nesting import MAX_DEPTH, too_deep
+
 from ...errors import FeedstockError
 
 
@@ -83,6 +85,9 @@ _BUILTINS = {"int": int, "str": str, "float": float, "len": len, "bool": bool}
 
 @lru_cache(maxsize=1024)
 def _compile(selector: str):
+    # compile() recurses per level (a few thousand `not `s: RecursionError): refused before it
+    if too_deep(selector, operators=True):
+        raise SyntaxError(f"nested more than {MAX_DEPTH} levels deep, the limit for an expression")
     return compile(selector.strip(), "<selector>", "eval")
 
 
