@@ -4,24 +4,20 @@ from __future__ import annotations
 import re
 from typing import Callable, TextIO
 
+from .bounded_search import check_pattern, search_every
 from .errors import EXIT_INTERRUPTED, EXIT_USAGE, LocalBuildError
 from common.suggest import did_you_mean
 
 
 def compile_filters(patterns: list[str]) -> list[re.Pattern[str]]:
-    compiled = []
-    for pattern in patterns:
-        try:
-            compiled.append(re.compile(pattern))
-        except re.error as exc:
-            raise LocalBuildError(f"--filter {pattern!r} is not a valid regular expression ({exc})",
-                                  EXIT_USAGE) from None
-    return compiled
+    """Each --filter compiled; one error line for one too long or no regular expression."""
+    return [check_pattern(pattern) for pattern in patterns]
 
 
 def apply_filters(names: list[str], filters: list[re.Pattern[str]]) -> list[str]:
-    """Names matching every filter (re.search), so repeated --filter narrows the set."""
-    return [name for name in names if all(f.search(name) for f in filters)]
+    """Names matching every filter (re.search), so repeated --filter narrows the set; a user's
+    pattern may backtrack without end, so the search runs under a deadline."""
+    return search_every([f.pattern for f in filters], names)
 
 
 def select(names: list[str], wanted: list[str], use_all: bool, filter_patterns: list[str],
