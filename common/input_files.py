@@ -145,9 +145,14 @@ class NotUtf8Text(ValueError):
 
 
 def decode_text(data: bytes, label: str) -> str:
-    """UTF-8 text, a BOM dropped (it means the same text): the one decoding of every input."""
+    """UTF-8 text, a BOM dropped (it means the same text), without a NUL byte: the one decoding
+    of every input."""
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
+    nul = data.find(b"\0")
+    if nul >= 0:  # no text holds one, and a value with it would reach a subprocess (ValueError)
+        line = data.count(b"\n", 0, nul) + 1
+        raise NotUtf8Text(f"{label}:{line}: byte 0x00 (NUL) is not text")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as err:

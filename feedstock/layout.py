@@ -10,6 +10,7 @@ from .errors import FeedstockError
 from .forge_config_schema import check_shapes
 from .text_input import read_yaml
 from .platforms import KNOWN_SUBDIRS, Platform
+from common.path_kinds import folder_problem
 from common.suggest import did_you_mean as suggestion
 
 # conda-smithy renders these unless conda-forge.yml says otherwise; others need a provider entry
@@ -188,4 +189,8 @@ def load_feedstock(root: Path) -> Feedstock:
     feedstock = Feedstock(root=root, forge_config=config)
     if not os.path.lexists(feedstock.meta_yaml):
         raise FeedstockError(f"{feedstock.meta_yaml} not found; the recipe must live in recipe/")
+    for folder in (feedstock.root / "recipe", feedstock.ci_support):
+        problem = folder_problem(folder, may_be_missing=True)
+        if problem:   # a file or a symlink loop where the folder belongs: one line, not EEXIST later
+            raise FeedstockError(f"{folder.relative_to(feedstock.root)} {problem}; fix or remove it")
     return feedstock

@@ -58,6 +58,8 @@ def read_bytes(path: Path, label: str | None = None) -> bytes:
     except OSError as err:
         if err.errno == errno.ELOOP:
             raise UnreadableInput(f"{label} is a symbolic link loop; point it at a file") from None
+        if isinstance(err, NotARegularFile) and err.errno in (errno.EFBIG, errno.ETIMEDOUT):
+            raise UnreadableInput(f"{label} is {err.strerror}; is it the file you meant?") from None
         if isinstance(err, NotARegularFile):
             raise UnreadableInput(f"{label} is {err.strerror}; a file belongs there") from None
         raise UnreadableInput(f"cannot read {label}: {err.strerror}") from None

@@ -12,6 +12,7 @@ from . import ci_yaml
 from common.driver import DriverMissing, driver_module
 from .errors import EXIT_PREFLIGHT, EXIT_USAGE, LocalBuildError
 from common.input_files import NotUtf8Text, too_many_variants
+from common.path_kinds import folder_problem
 
 CI_SUPPORT = ".ci_support"
 
@@ -169,10 +170,11 @@ def ci_support_dir(feedstock_root: Path) -> Path:
 def config_names(feedstock_root: Path) -> list[str]:
     """Names of the configs (file stems), sorted; no parsing."""
     directory = ci_support_dir(feedstock_root)
-    try:
-        entries = os.listdir(directory)
-    except FileNotFoundError:
-        entries = []
+    problem = folder_problem(directory)
+    if problem and problem != "does not exist":   # a file, a symlink loop: one line, not a traceback
+        raise LocalBuildError(f"{CI_SUPPORT} {problem}; generate it with `python -m feedstock rerender`",
+                              EXIT_USAGE)
+    entries = [] if problem else os.listdir(directory)
     # every entry, a folder or a broken link included: it is that config, refused when read
     names = sorted(entry[:-5] for entry in entries
                    if entry.endswith(".yaml") and not entry.startswith("clobber_"))

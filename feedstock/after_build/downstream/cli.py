@@ -8,6 +8,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from common.path_kinds import folder_problem
+
 from ...atomic_files import replace_files
 from ...errors import FeedstockError
 from .. import compile_cache as compiles
@@ -103,6 +105,10 @@ def run(args: argparse.Namespace, root: Path) -> int:
         raise FeedstockError("--summary needs --matrix or --compare")
     if args.summary and args.summary.is_dir():
         raise FeedstockError(f"--summary {args.summary} is a folder; give a file to append to")
+    for option, folder in (("--work", args.work), ("--cache", args.cache), ("--pkgs-dir", args.pkgs_dir)):
+        problem = folder and folder_problem(folder, may_be_missing=True)
+        if problem:   # a file, /dev/null, /proc/x: one line before anything is made in it
+            raise FeedstockError(f"{option} {folder} {problem}")
     work = args.work or Path(tempfile.mkdtemp(prefix="feedstock-downstream-"))
     try:  # from here on: an option refused below must not leave the temporary folder behind
         options = DownstreamRequest(catalog=args.catalog or root / CATALOG, channels=args.channel or [root / "build_artifacts"],
