@@ -27,19 +27,53 @@ class SelectorLine:
 @lru_cache(maxsize=256)
 def split_selectors(text: str) -> tuple[SelectorLine, ...]:
     """Every line of ``text`` with its selector separated (cached: recipes are re-selected often)."""
-    lines = []
+    return tuple(SelectorLine(number, *_split_line(line)) for number, line in enumerate(text.splitlines(), start=1))
+
+
+def _split_line(line: str) -> tuple[str, str | None]:
+    """(text, selector) of one line: comment lines blank, the selector cut off."""
+    line = line.rstrip()
+    if not line or line.lstrip().startswith("#"):
+        return "", None
+    found = _find_selector(line) if ("[" in line and "]" in line) else None
+    if found is None:
+        return line, None
+    quote = line[-1] if line[-1] in ("'", '"') else ""
+    return (found[0] + quote).rstrip(), found[1]
+
+
+@dataclass(frozen=True)
+class _Piece:
+    """A run of lines select_lines keeps or drops together: plain lines joined, or one selector line."""
+    selector: str | None
+    text: str
+    first: int           # 1-based line number of its first line
+    count: int
+
+
+@lru_cache(maxsize=256)
+def _pieces(text: str) -> tuple[_Piece, ...]:
+    """The lines of ``text`` as pieces: every selection of a text of many plain lines then costs
+    its selector lines, not its size (lint selects each recipe for every variant)."""
+    pieces: list[_Piece] = []
+    plain: list[str] = []
     for number, line in enumerate(text.splitlines(), start=1):
         line = line.rstrip()
-        if not line or line.lstrip().startswith("#"):
-            lines.append(SelectorLine(number, "", None))
+        # most lines are plain: only a bracket pair or a comment needs _split_line
+        if not (("[" in line and "]" in line) or line.lstrip().startswith("#")):
+            plain.append(line)
             continue
-        quote = line[-1] if line[-1] in ("'", '"') else ""
-        found = _find_selector(line) if ("[" in line and "]" in line) else None
-        if found:
-            lines.append(SelectorLine(number, (found[0] + quote).rstrip(), found[1]))
-        else:
-            lines.append(SelectorLine(number, line, None))
-    return tuple(lines)
+        line, selector = _split_line(line)
+        if selector is None:
+            plain.append(line)
+            continue
+        if plain:
+            pieces.append(_Piece(None, "\n".join(plain), number - len(plain), len(plain)))
+            plain = []
+        pieces.append(_Piece(selector, line, number, 1))
+    if plain:
+        pieces.append(_Piece(None, "\n".join(plain), number - len(plain) + 1, len(plain)))
+    return tuple(pieces)
 
 
 # a bracketed expression without brackets inside: the only shape a selector can take
@@ -130,18 +164,15 @@ def select_lines(text: str, namespace: Mapping[str, Any], source: str = "",
     ``kept_linenos``, when given, receives the original line number of every kept line (so an
     error found in the selected text can name the line of the file).
     """
-    kept = []
+    kept: list[str] = []
     cache: dict[str, bool] = {}
-    for line in split_selectors(text):
-        if line.selector is None:
-            kept.append(line.text)
-            if kept_linenos is not None:
-                kept_linenos.append(line.lineno)
-            continue
-        if line.selector not in cache:
-            cache[line.selector] = evaluate(line.selector, namespace, f"{source}:{line.lineno}")
-        if cache[line.selector]:
-            kept.append(line.text)
-            if kept_linenos is not None:
-                kept_linenos.append(line.lineno)
+    for piece in _pieces(text):
+        if piece.selector is not None:
+            if piece.selector not in cache:
+                cache[piece.selector] = evaluate(piece.selector, namespace, f"{source}:{piece.first}")
+            if not cache[piece.selector]:
+                continue
+        kept.append(piece.text)
+        if kept_linenos is not None:
+            kept_linenos.extend(range(piece.first, piece.first + piece.count))
     return "\n".join(kept) + "\n"

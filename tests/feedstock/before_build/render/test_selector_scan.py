@@ -19,7 +19,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings, strategies as st
 from hypothesis.configuration import set_hypothesis_home_dir
 
-from feedstock.before_build.render.selectors import split_selectors
+from feedstock.before_build.render.selectors import evaluate, select_lines, split_selectors
 
 # Hypothesis caches the constants of the modules it sees under ./.hypothesis while the tests are
 # collected, with or without a database: keep that out of the checkout, and gone at exit
@@ -86,3 +86,24 @@ def test_a_hostile_line_is_scanned_in_linear_time():
             times.append(time.perf_counter() - started)
         assert times[1] < 1.0, (piece, times)
         assert times[1] < 16 * 4 * max(times[0], 1e-4), (piece, times)
+
+
+def line_by_line(text: str, namespace: dict) -> tuple[str, list[int]]:
+    """select_lines as the rule says it: every line of split_selectors, kept when it has no
+    selector or a true one (the pieces select_lines joins must give exactly this)."""
+    kept, numbers = [], []
+    for line in split_selectors(text):
+        if line.selector is None or evaluate(line.selector, namespace):
+            kept.append(line.text)
+            numbers.append(line.lineno)
+    return "\n".join(kept) + "\n", numbers
+
+
+@settings(max_examples=1500, deadline=None, database=None, derandomize=True)
+@given(st.lists(st.sampled_from(["a: 1", "  - x  # [linux]", "# comment", "  # c [x]", "", "   ", "b: '[x]'",
+                                 "  c  # [not win]", "d [osx]", "e\r", "f\x0bg", "  h # [a](b)", "x: [linux]",
+                                 "y \t", "q\x1f"]), max_size=12).map("\n".join))
+def test_selecting_by_pieces_is_selecting_line_by_line(text):
+    namespace = {"linux": True, "osx": False, "win": False}
+    numbers: list[int] = []
+    assert (select_lines(text, namespace, "x", numbers), numbers) == line_by_line(text, namespace)
