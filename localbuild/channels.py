@@ -7,6 +7,7 @@ container gets mounted read-only at the same path, so the one path is right on b
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from urllib.parse import urlsplit
 from urllib.request import url2pathname
@@ -14,6 +15,7 @@ from urllib.request import url2pathname
 from .errors import EXIT_USAGE, LocalBuildError
 from common.input_files import read_regular
 from common.nesting import MAX_DEPTH, too_deep
+from common.path_kinds import folder_problem
 
 
 def is_local(value: str) -> bool:
@@ -38,8 +40,9 @@ def parse_channels(values: list[str] | None) -> tuple[str, ...]:
                                   "a name (conda-forge), a URL or a local folder", EXIT_USAGE)
         if is_local(value):
             folder = local_path(value)
-            if not folder.is_dir():
-                raise LocalBuildError(f"--channel {value}: no such folder; give an indexed "
+            problem = folder_problem(folder)
+            if problem:
+                raise LocalBuildError(f"--channel {value}: {problem}; give an indexed "
                                       "local channel, a channel name or a URL", EXIT_USAGE)
             if not any(folder.glob("*/repodata.json")):
                 raise LocalBuildError(f"--channel {folder}: not an indexed channel (no "
@@ -56,8 +59,8 @@ def parse_channels(values: list[str] | None) -> tuple[str, ...]:
 def local_path(value: str) -> Path:
     """A folder, or a file:// URL of one as Path.as_uri() writes it (%20 for a space)."""
     if value.startswith("file://"):
-        return Path(url2pathname(urlsplit(value).path)).resolve()
-    return Path(value).expanduser().resolve()
+        return Path(os.path.realpath(url2pathname(urlsplit(value).path)))
+    return Path(os.path.realpath(Path(value).expanduser()))   # a symlink loop stays itself, for the check
 
 
 def _check_repodata(path: Path) -> None:

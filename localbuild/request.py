@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
+
+from common.path_kinds import folder_problem
 
 from . import engine as engines
 from .channels import parse_channels
@@ -32,9 +35,10 @@ COMPILE_CACHE_PASSWORD = "FEEDSTOCK_COMPILE_CACHE_PASSWORD"
 def parse_compile_cache(value: str) -> str:
     """--compile-cache: a redis:// or http:// URL without credentials, or a folder (resolved)."""
     if "://" not in value:
-        folder = Path(value).expanduser().resolve()
-        if folder.exists() and not folder.is_dir():
-            raise LocalBuildError(f"--compile-cache {value}: that is a file; give a folder (made if "
+        folder = Path(os.path.realpath(Path(value).expanduser()))   # a symlink loop stays itself
+        problem = folder_problem(folder, may_be_missing=True)
+        if problem:
+            raise LocalBuildError(f"--compile-cache {value}: {problem}; give a folder (made if "
                                   "missing) or a redis:// or http:// URL", EXIT_USAGE)
         return str(folder)
     parts = urlsplit(value)

@@ -12,6 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from common.input_files import read_regular
+from common.path_kinds import folder_problem
+
 from ...errors import FeedstockError
 
 Wanted = Callable[[str], bool]
@@ -52,6 +55,9 @@ def load_source(path: Path, wanted: Wanted) -> SourceFiles:
     """The files of ``path`` (directory or tarball) for which ``wanted(rel)`` is true."""
     path = Path(path)
     if path.is_dir():
+        problem = folder_problem(path)
+        if problem:   # /proc/self is a folder too, of files that may never end
+            raise FeedstockError(f"--source {path} {problem}")
         return _load_dir(path, wanted)
     check_tarball(path)
     return _load_tarball(path, wanted)
@@ -67,7 +73,10 @@ def _load_dir(root: Path, wanted: Wanted) -> SourceFiles:
             if wanted(rel):
                 full = Path(dirpath) / name
                 if full.is_file():
-                    loaded.files[rel] = full.read_bytes()
+                    try:
+                        loaded.files[rel] = read_regular(full)
+                    except OSError as err:
+                        raise FeedstockError(f"--source {root}: cannot read {rel} ({err.strerror})") from None
     return loaded
 
 

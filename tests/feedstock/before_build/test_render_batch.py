@@ -103,7 +103,7 @@ BAD_BATCHES = [
     (b'[{"config": "x", "environment": ["A"]}]', "--batch {file}: request 1: \"environment\" must map"),
     (b'[{"config": "x", "environment": {"A=B": "1"}}]', "--batch {file}: request 1: 'A=B' is no variable name"),
     (b'[{"config": "x", "environment": {"A": 1}}]', "--batch {file}: request 1: the value of A must be a string"),
-    (b"[" * 100_000, "--batch {file}: nested too deeply"),
+    (b"[" * 100_000, "--batch {file}:1: nested more than 64 levels deep"),
     (b'[{"config": "caf\xe9"}]', "--batch {file}:1: byte 0xe9 is not UTF-8 text"),
     (json.dumps([{"config": "x"}] * (render_batch.MAX_REQUESTS + 1)).encode(), "requests, more than the 1024"),
 ]
