@@ -16,7 +16,9 @@ sys.path.insert(0, str(FEEDSTOCK_ROOT))
 from common.terminal import printable_anywhere  # noqa: E402
 
 printable_anywhere()  # before anything prints: an ASCII terminal (LC_ALL=C) gets escapes, not a traceback
+from common.child_lifetime import tie_children  # noqa: E402
 from localbuild.cli import main  # noqa: E402
 
 if __name__ == "__main__":
+    tie_children()   # what this run starts ends with it, even after a kill -9
     sys.exit(main(FEEDSTOCK_ROOT))

@@ -14,7 +14,8 @@ holder of the lock: a second run waits (or, with --no-wait, names this build) un
 build has really ended. The build itself does not inherit the lock, so a compiler server it
 leaves behind cannot keep build_artifacts/ locked.
 
-Standard library only, and no imports from localbuild/: it runs as a script (`-S`).
+Standard library only, and no imports from localbuild/: it runs as a script (`-S`); common/
+is found beside localbuild/.
 """
 from __future__ import annotations
 
@@ -27,8 +28,11 @@ import sys
 import time
 from pathlib import Path
 
+if not __package__:   # run as a script: common/ is beside localbuild/
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from common.child_lifetime import die_with_parent  # noqa: E402
+
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-PR_SET_PDEATHSIG = 1          # <linux/prctl.h>
 REMOVE_TIMEOUT = 120.0        # the engine's `rm -f` (as localbuild/engine.py gives it)
 GROUP_GONE_POLL = 0.05
 
@@ -44,17 +48,6 @@ def guarded(command: list[str], parent: int, first_signal: int, grace: float,
 def stop_timeout(grace: float) -> float:
     """How long a guard asked to stop may take at most (removal, then three signals)."""
     return REMOVE_TIMEOUT + 3 * grace + 10.0
-
-
-def _die_with_parent(signum: int) -> None:
-    """Linux: the kernel sends `signum` when the thread that started us ends."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, int(signum), 0, 0, 0)
-    except (OSError, AttributeError):
-        pass  # not Linux: the once-a-second look at getppid() remains
 
 
 def _group_alive(pgid: int) -> bool:
@@ -85,7 +78,7 @@ class Guard:
         for signum in STOP_SIGNALS:
             signal.signal(signum, lambda number, frame: self.asked.append(number))
         signal.signal(signal.SIGCHLD, lambda number, frame: None)
-        _die_with_parent(signal.SIGTERM)
+        die_with_parent(signal.SIGTERM)   # Linux; elsewhere the getppid() look below
         try:
             child = subprocess.Popen(self.command, start_new_session=True)
         except OSError as exc:

@@ -6,6 +6,8 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
+from common.owned_folders import owned_prefix, remove_stale
+
 from . import engine as engines
 from .batch import LOGS_ZIP, BatchOptions, will_run
 from .dry_run_render import DEV_TAG_VARIABLE, Rendered, RenderRequest, render_all, tools_folder
@@ -13,6 +15,8 @@ from .location import location_of
 from .build_plan import BuildPlan
 from .options import Options
 from .preflight import free_gb
+
+SCRATCH_PREFIX = "build-locally-dry-run-"
 
 
 def plan_outputs(root: Path, plans: list[BuildPlan]) -> list[list[str]]:
@@ -25,7 +29,9 @@ def plan_outputs(root: Path, plans: list[BuildPlan]) -> list[list[str]]:
     if tools is None:
         return [describe_outputs(plan, Rendered(error=why, unavailable=True)) for plan in plans]
     try:
-        with tempfile.TemporaryDirectory(prefix="build-locally-dry-run-") as name:
+        # named after this process, so that a run killed before its cleanup is removed by the next
+        remove_stale(Path(tempfile.gettempdir()), SCRATCH_PREFIX)
+        with tempfile.TemporaryDirectory(prefix=owned_prefix(SCRATCH_PREFIX)) as name:
             scratch = Path(name)
             requests = []
             for index, plan in enumerate(plans):

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from feedstock.after_build.image.rootfs import SOURCE_DATE_EPOCH
+from common.owned_folders import make_owned, remove_stale
+from feedstock.after_build.image.rootfs import SOURCE_DATE_EPOCH, remove_stale_roots
 from ...errors import FeedstockError
 from . import environment
 from .base import Base, debian_base, given_base, runtime_packages
@@ -127,6 +127,9 @@ def _preflight(opts: ImageRequest, image: Definition, pips: PipPlan) -> tuple[Ba
 
 
 def build(opts: ImageRequest, say=print) -> Result:
+    # what killed runs left: their partial images beside --output, their mmdebstrap roots
+    remove_stale(opts.output.parent, _partial_prefix(opts.output))
+    remove_stale_roots()
     image = _definition(opts)
     pips = plan(image.pip)
     base, access = _preflight(opts, image, pips)
@@ -143,7 +146,7 @@ def build(opts: ImageRequest, say=print) -> Result:
     name = opts.name or f"localhost/pytorch-{image.flavour}:{torch_version}-py{python.replace('.', '')}"
     ref = name.rsplit(":", 1)[1] if ":" in name else "latest"
     opts.output.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{opts.output.name}.partial-", dir=opts.output.parent))
+    tmp = make_owned(opts.output.parent, _partial_prefix(opts.output))
     tmp.chmod(0o755)  # mkdtemp makes it private; the result is an ordinary folder
     try:
         result = _build_in(tmp, opts, image, pips, access, base, records, name, ref, say)
@@ -156,6 +159,11 @@ def build(opts: ImageRequest, say=print) -> Result:
         raise
     result.output = opts.output
     return result
+
+
+def _partial_prefix(output: Path) -> str:
+    """.NAME.partial-<pid>-<random>: the folder an image is built in, renamed to NAME at the end."""
+    return f".{output.name}.partial-"
 
 
 def _assemble(layout: Layout, base: Base, layers_dir: Path, torch_version: str, say) -> list[str]:

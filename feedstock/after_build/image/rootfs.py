@@ -10,11 +10,16 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 from pathlib import Path
 
+from common.child_lifetime import tied
+from common.owned_folders import owned_prefix, remove_stale
+
 SUITE = "bookworm"
+ROOT_PREFIX = "tmp-"   # mmdebstrap's folder in the cache: tmp-<our pid>-<random> (common.owned_folders)
 SOURCE_DATE_EPOCH = "1700000000"  # a fixed date: the same inputs give the same base tar
 # nobody reads these in a container; vfs copies every byte of an image per container
 DPKG_EXCLUDES = ("/usr/share/doc/*", "/usr/share/man/*", "/usr/share/info/*", "/usr/share/locale/*",
@@ -30,6 +35,12 @@ def cache_dir() -> Path:
                 or Path.home() / ".cache" / "pytorch-feedstock" / "stand-in-image")
 
 
+def remove_stale_roots() -> list[Path]:
+    """The mmdebstrap roots that runs killed before they could remove them (every image run
+    calls this, a cached base or not)."""
+    return remove_stale(cache_dir(), ROOT_PREFIX)
+
+
 def cache_key(inputs: dict) -> str:
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -41,25 +52,55 @@ def copy_home_hook(home: Path) -> str:
             f"{str(home).lstrip('/')} | tar -C \"$1\" -xf -")
 
 
+def in_own_namespaces(command: list[str]) -> list[str]:
+    """`command` as the first process of a pid namespace and with a mount namespace of its own
+    (root only, where util-linux's unshare is): when it dies, the kernel kills every process it
+    started and its mounts (the root's proc, sys, dev) go with the namespace, even after a
+    kill -9 of us."""
+    unshare = shutil.which("unshare")
+    if unshare is None or os.geteuid() != 0:
+        return command
+    return [unshare, "--mount", "--propagation", "private", "--pid", "--fork", "--kill-child=SIGKILL", *command]
+
+
 def run_to_its_end(command: list[str], env: dict[str, str], grace: float = 60) -> subprocess.CompletedProcess:
-    """Run a child that cleans up after itself when asked to stop. On Ctrl-C, or SIGTERM raised
-    as KeyboardInterrupt, it gets SIGTERM and `grace` seconds to unmount and remove what it made
-    (SIGKILL, subprocess.run's answer, left mmdebstrap's GB-sized root behind), then the
+    """Run a child whose work must not outlive us. It dies with us (SIGKILL when we die). On
+    Ctrl-C, or SIGTERM raised as KeyboardInterrupt: where it runs in its own namespaces
+    (in_own_namespaces), its namespace is killed at once, which ends its processes and its
+    mounts; otherwise it gets SIGTERM and `grace` seconds to unmount and remove what it made
+    (SIGKILL, subprocess.run's answer, left mmdebstrap's GB-sized root behind). Then the
     interruption goes on."""
-    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=tied(signal.SIGKILL))
     try:
         out, err = proc.communicate()
     except BaseException:
-        proc.terminate()
-        try:
-            proc.wait(timeout=grace)   # not its output: a grandchild may hold the pipes open
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        for pipe in (proc.stdout, proc.stderr):
-            pipe.close()
+        _stop(proc, grace, namespaced=Path(command[0]).name == "unshare")
         raise
     return subprocess.CompletedProcess(command, proc.returncode, out, err)
+
+
+def _stop(proc: subprocess.Popen, grace: float, namespaced: bool) -> None:
+    first = _children(proc.pid) if namespaced else []
+    if first:
+        for pid in first:   # the namespace's first process: its end is the namespace's
+            os.kill(pid, signal.SIGKILL)
+    else:
+        proc.terminate()
+    try:
+        proc.wait(timeout=grace)   # not its output: a grandchild may hold the pipes open
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    for pipe in (proc.stdout, proc.stderr):
+        pipe.close()
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except (OSError, ValueError):
+        return []
 
 
 def debian_rootfs(target: Path, packages: tuple[str, ...], hooks: list[str],
@@ -69,7 +110,8 @@ def debian_rootfs(target: Path, packages: tuple[str, ...], hooks: list[str],
     if shutil.which("mmdebstrap") is None:
         raise RootfsError("mmdebstrap not found; install it (apt-get install mmdebstrap)")
     target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+    remove_stale(target.parent, ROOT_PREFIX)   # the roots of killed runs
+    with tempfile.TemporaryDirectory(prefix=owned_prefix(ROOT_PREFIX), dir=target.parent) as tmp:
         partial = Path(tmp) / "rootfs.tar"
         command = ["mmdebstrap", "--variant=minbase", "--mode=root", "--quiet",
                    "--hook-dir=/usr/share/mmdebstrap/hooks/merged-usr", "--skip=output/dev",
@@ -78,7 +120,7 @@ def debian_rootfs(target: Path, packages: tuple[str, ...], hooks: list[str],
                    *[f"--customize-hook={hook}" for hook in hooks], SUITE, str(partial)]
         # mmdebstrap's own temporary root goes into ours, removed with it whatever happens
         env = dict(os.environ, SOURCE_DATE_EPOCH=SOURCE_DATE_EPOCH, TMPDIR=tmp)
-        proc = run_to_its_end(command, env)
+        proc = run_to_its_end(in_own_namespaces(command), env)
         if proc.returncode != 0:
             raise RootfsError(f"mmdebstrap failed: {proc.stderr.strip()[-400:]}")
         os.replace(partial, target)
