@@ -168,6 +168,12 @@ TEXT_BREAKAGES = tuple(b for b in ALL_BREAKAGES if b not in ("unknown-key", "dup
 
 def break_file(path: Path, how: str) -> bool:
     """Apply one breakage to path (which exists); False where it does not apply."""
+    if how in SIZE_SLOPES:
+        new = SIZE_SLOPES[how](path.read_bytes())
+        if new is None:
+            return False
+        path.write_bytes(new)
+        return True
     if how in CONTENT:
         new = CONTENT[how](path.read_bytes())
         if new is None:
@@ -191,6 +197,66 @@ def break_file(path: Path, how: str) -> bool:
         path.unlink()
         path.symlink_to("/dev/zero")
     return True
+
+
+# --- size slopes (issue 49, part 1) ------------------------------------------------------------
+# Inputs whose reading took time that grew faster than their size: a selector scan that retried
+# every cut of a line (72 KB of ' # [a](b)' after a value: 55 s), a url pattern that retried
+# every length of its value before trailing blanks, a user's --filter that backtracks without
+# end. Each case must end within SIZE_BOUND_S, with one error line or the clean run's result.
+SIZE_BOUND_S = 30.0
+SIZE_BYTES = 72_000
+
+
+def _size_line(data: bytes) -> re.Match | None:
+    # the top-level summary of a recipe, else the first top-level key without a value or comment
+    return (re.search(rb"^  summary: [^\n#]*$", data, re.M)
+            or re.search(rb"^[A-Za-z_][\w.-]*:[ \t]*$", data, re.M))
+
+
+def _after_line(data: bytes, match: re.Match | None, tail: bytes) -> bytes | None:
+    return data[:match.end()] + tail + data[match.end():] if match else None
+
+
+SIZE_SLOPES: dict[str, Callable[[bytes], bytes | None]] = {
+    # a comment of markdown links: every `[` once walked back for every `#`
+    "size-selector-line": lambda data: _after_line(data, _size_line(data), b" # [a](b)" * (SIZE_BYTES // 9)),
+    # blanks before a comment: every cut of the line once skipped them again
+    "size-blank-line": lambda data: _after_line(data, _size_line(data), b" " * SIZE_BYTES + b"# [a](b)"),
+    # blanks and a character after the source url: the url pattern retried every length
+    "size-url-blanks": lambda data: _after_line(data, re.search(rb"^  url: [^\n]*$", data, re.M),
+                                                b" " * SIZE_BYTES + b"x"),
+}
+# a comment, however long, means the same thing: the clean run's result is the answer
+SAME_MEANING = (*SAME_MEANING, "size-selector-line", "size-blank-line")
+SIZE_FILTERS = (r"(\w+\w+)+Z", r"(\w|\w)*Z", "x" * 1001)   # two that backtrack without end, one too long
+
+
+def size_slope_cases(dry: tuple[str, ...]) -> list[Case]:
+    """Every reader of the recipe and its variants on the size class; --filter's bound."""
+    cbc, meta, rattler = "recipe/conda_build_config.yaml", "recipe/meta.yaml", "recipe/recipe.yaml"
+    lines = ("size-selector-line", "size-blank-line")
+    cases: list[Case] = []
+    for command, argv in (("feedstock render", ("render", CPU_CONFIG)), ("feedstock rerender --check", ("rerender", "--check")),
+                          ("feedstock lint", ("lint",))):
+        cases += _files(command, argv, {meta: lines, cbc: lines})
+    cases += _files("feedstock parity", ("parity",), {meta: lines})
+    cases += _files("build-locally --dry-run", dry, {meta: lines, cbc: lines}, feedstock=False)
+    tarball = (*dry, "--source-tarball", "{work}/torch.whl")
+    cases += _files("build-locally --dry-run --source-tarball", tarball, {meta: (*lines, "size-url-blanks")},
+                    feedstock=False)
+    cases += _files("build-locally --dry-run --tool rattler-build --source-tarball", (*tarball, "--tool", "rattler-build"),
+                    {rattler: ("size-url-blanks",)}, feedstock=False)
+    cases += _options("build-locally size-slope", [argv for pattern in SIZE_FILTERS for argv in
+                                                   (("--all", "--filter", pattern), ("--list", "--filter", pattern),
+                                                    (*dry[:1], "--all", "--filter", pattern))], feedstock=False)
+    return cases
+
+
+def _time_bound(case: Case, timeout: float) -> float:
+    """The size class ends well within the corpus's time limit, or counts as a hang."""
+    sized = case.how in SIZE_SLOPES or case.command.endswith("size-slope")
+    return min(timeout, SIZE_BOUND_S) if sized else timeout
 
 
 # --- the cases -----------------------------------------------------------------------------
@@ -385,6 +451,7 @@ def all_cases() -> list[Case]:
         (*dry, "--source-tarball", ""), (*dry, "--source-tarball", "{work}/torch.whl", "--test-only"),
         (CPU_CONFIG, "--source-tarball", "{work}/torch.whl", "--min-free-gb", "0"),
     ], feedstock=False)
+    cases += size_slope_cases(dry)
     return cases + signal_cases(image, envfile, dry)
 
 
@@ -623,7 +690,7 @@ def run_case(case: Case, base: Path, timeout: float, clean: dict) -> Result | No
         if case.signal_at is not None:
             return _run_signalled_case(case, tree, work, clean[_clean_key(case)])
         before = tree_digest(tree), tree_digest(work)
-        code, output = run_command(case, tree, work, timeout)
+        code, output = run_command(case, tree, work, _time_bound(case, timeout))
         after = tree_digest(tree), tree_digest(work)
         changed = sorted({path for b, a in zip(before, after) for path in set(b) | set(a)
                           if b.get(path) != a.get(path)
