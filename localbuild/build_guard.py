@@ -12,29 +12,37 @@ process group gets the location's first signal, SIGTERM, SIGKILL, each given GRA
 until no process of the group is left. Only then does the guard exit, and with it the last
 holder of the lock: a second run waits (or, with --no-wait, names this build) until the
 build has really ended. The build itself does not inherit the lock, so a compiler server it
-leaves behind cannot keep build_artifacts/ locked.
+leaves behind cannot keep build_artifacts/ locked. The build's TMPDIR is a folder of the
+guard's own (build-locally-tmp-<pid>-...), removed when the build has ended, or by the next
+build where the guard was killed too.
 
 Standard library only, and no imports from localbuild/: it runs as a script (`-S`); common/
 is found beside localbuild/.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
+from typing import Iterator
 
 if not __package__:   # run as a script: common/ is beside localbuild/
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from common.child_lifetime import die_with_parent  # noqa: E402
+from common.owned_folders import make_owned, remove_stale  # noqa: E402
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 REMOVE_TIMEOUT = 120.0        # the engine's `rm -f` (as localbuild/engine.py gives it)
 GROUP_GONE_POLL = 0.05
+BUILD_TMP_PREFIX = "build-locally-tmp-"   # + the guard's pid (common/owned_folders.py)
 
 
 def guarded(command: list[str], parent: int, first_signal: int, grace: float,
@@ -48,6 +56,20 @@ def guarded(command: list[str], parent: int, first_signal: int, grace: float,
 def stop_timeout(grace: float) -> float:
     """How long a guard asked to stop may take at most (removal, then three signals)."""
     return REMOVE_TIMEOUT + 3 * grace + 10.0
+
+
+@contextlib.contextmanager
+def build_temp_folder() -> Iterator[Path]:
+    """The build's TMPDIR: a folder of this guard's own in the temp dir, removed once the build
+    has ended, so that what its tools leave there (pip's build folders, a killed compiler's
+    files) goes with it; one whose guard was killed too is removed by the next build."""
+    parent = Path(tempfile.gettempdir())
+    remove_stale(parent, BUILD_TMP_PREFIX)
+    folder = make_owned(parent, BUILD_TMP_PREFIX)
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _group_alive(pgid: int) -> bool:
@@ -79,12 +101,17 @@ class Guard:
             signal.signal(signum, lambda number, frame: self.asked.append(number))
         signal.signal(signal.SIGCHLD, lambda number, frame: None)
         die_with_parent(signal.SIGTERM)   # Linux; elsewhere the getppid() look below
-        try:
-            child = subprocess.Popen(self.command, start_new_session=True)
-        except OSError as exc:
-            print(f"build-locally: cannot start {self.command[0]}: {exc.strerror or exc}",
-                  file=sys.stderr, flush=True)
-            return 127
+        with build_temp_folder() as tmp:
+            try:
+                child = subprocess.Popen(self.command, start_new_session=True,
+                                         env=dict(os.environ, TMPDIR=str(tmp)))
+            except OSError as exc:
+                print(f"build-locally: cannot start {self.command[0]}: {exc.strerror or exc}",
+                      file=sys.stderr, flush=True)
+                return 127
+            return self.wait(child, wake_read)
+
+    def wait(self, child: subprocess.Popen, wake_read: int) -> int:
         stopped = False
         while child.poll() is None:
             # the parent check comes after prctl: a parent that died before it is seen here
