@@ -30,6 +30,8 @@ def split_selectors(text: str) -> tuple[SelectorLine, ...]:
     return tuple(SelectorLine(number, *_split_line(line)) for number, line in enumerate(text.splitlines(), start=1))
 
 
+# every variant's rendered recipe repeats most of its selector lines: a long one is scanned once
+@lru_cache(maxsize=4096)
 def _split_line(line: str) -> tuple[str, str | None]:
     """(text, selector) of one line: comment lines blank, the selector cut off."""
     line = line.rstrip()
