@@ -19,7 +19,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings, strategies as st
 from hypothesis.configuration import set_hypothesis_home_dir
 
-from feedstock.before_build.render.selectors import evaluate, select_lines, split_selectors
+from feedstock.before_build.render.selectors import _find_selector, evaluate, select_lines, split_selectors
 
 # Hypothesis caches the constants of the modules it sees under ./.hypothesis while the tests are
 # collected, with or without a database: keep that out of the checkout, and gone at exit
@@ -76,16 +76,20 @@ def test_the_scan_agrees_on_every_short_line():
 
 def test_a_hostile_line_is_scanned_in_linear_time():
     """A line of `# [a](b)` pieces (or blanks before `[a]b`) took 55 s at 72 KB: every cut was
-    retried. Sixteen times the line now takes about sixteen times as long, far under a second."""
+    retried. Sixteen times the line now takes about sixteen times as long, far under a second
+    (the scan itself, uncached; the best of three, as other work on the machine only adds time)."""
     for piece, tail in ((" # [a](b)", ""), (" ", "[a]b"), ("#[", "a]"), ("[a]", " #")):
         times = []
         for repeat in (4_000, 64_000):
             line = "x:" + piece * repeat + tail
-            started = time.perf_counter()
-            ours(line)
-            times.append(time.perf_counter() - started)
+            best = float("inf")
+            for _ in range(3):
+                started = time.perf_counter()
+                _find_selector(line)
+                best = min(best, time.perf_counter() - started)
+            times.append(best)
         assert times[1] < 1.0, (piece, times)
-        assert times[1] < 16 * 4 * max(times[0], 1e-4), (piece, times)
+        assert times[1] < 16 * 6 * max(times[0], 1e-4), (piece, times)
 
 
 def line_by_line(text: str, namespace: dict) -> tuple[str, list[int]]:
