@@ -19,19 +19,13 @@ from localbuild.configs import host_platform
 from tests.support.build_locally import make_feedstock
 from tests.support.paths import REPO_ROOT
 from tests.support.processes import commands, processes_naming, wait_until_none_names
+from tests.support.stops import snapshot, supervisor_stop
 
 CPU_MKL = "linux_64_blas_implmklcuda_compiler_versionNone"
-KILL_AFTER = 5.0    # the supervisor's wait between SIGTERM and SIGKILL
 ORPHAN_DEADLINE = 10.0
 
 pytestmark = pytest.mark.skipif(host_platform() != "linux-64",
                                 reason=f"the test configs are linux-64; this host is {host_platform()}")
-
-
-def snapshot(*folders: Path) -> dict[str, list[str]]:
-    """Every path under each folder (what "as they were before" compares)."""
-    return {str(folder): sorted(str(p.relative_to(folder)) for p in folder.rglob("*")) if folder.exists() else []
-            for folder in folders}
 
 
 def private_env(tmp_path: Path, **extra: str) -> dict[str, str]:
@@ -39,18 +33,6 @@ def private_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     (tmp_path / "tmp").mkdir(exist_ok=True)
     (tmp_path / "home").mkdir(exist_ok=True)
     return {**os.environ, "TMPDIR": str(tmp_path / "tmp"), "HOME": str(tmp_path / "home"), **extra}
-
-
-def supervisor_stop(proc: subprocess.Popen) -> str:
-    """SIGTERM, then SIGKILL KILL_AFTER seconds later if it still runs; how it ended."""
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout=KILL_AFTER)
-        return f"exit {proc.returncode} after SIGTERM"
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-        return "SIGKILL"
 
 
 def kill_everything_of(pids: list[int]) -> None:
