@@ -30,6 +30,7 @@ when any case failed. Adding a command or an input file is adding rows to CASES 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gzip
 import hashlib
 import io
@@ -141,17 +142,20 @@ CONTENT: dict[str, Callable[[bytes], bytes | None]] = {
 # what the file is rather than what it holds: a FIFO would block a reader forever, a device
 # (/dev/zero behind a symlink) feed it until memory runs out
 SHAPE = ("folder", "unreadable", "symlink-loop", "fifo", "device")
-SAME_MEANING = ("bom", "crlf")       # may be accepted, if the result is the clean run's
+SAME_MEANING = ("bom", "crlf", "non-ascii")       # may be accepted, if the result is the clean run's
 # (file, breakage) that may be accepted when the result is the clean run's, and why
 ACCEPTED = {
     # conda-build reads a variant key nobody uses and ignores it: pinning files carry hundreds
     ("recipe/conda_build_config.yaml", "unknown-key"): "an unused variant key",
     ("pinning.yaml", "unknown-key"): "an unused variant key",
     (f".ci_support/{CPU_CONFIG}.yaml", "unknown-key"): "an unused variant key",
+    (".ci_support", "huge-stray"): "a stray file the command does not read (it names one config)",
 }
 # lint's own business: a broken selector, or a job file that is not what rerender writes
 # (stale, whatever is wrong with it), is a finding (exit 1), not an error
 FINDINGS = {("feedstock lint", "recipe/conda_build_config.yaml", "unknown-selector"),
+            ("feedstock lint", "recipe/conda_build_config.yaml", "deep-selector"),
+            ("feedstock lint", "recipe/meta.yaml", "deep-selector"),
             ("feedstock lint", "recipe/conda_build_config.yaml", "wide-matrix"),
             ("feedstock lint", f".ci_support/{CPU_CONFIG}.yaml", None),
             # against the corpus's stand-in source no patch applies: exit 1 is the answer
@@ -166,6 +170,34 @@ TEXT_BREAKAGES = tuple(b for b in ALL_BREAKAGES if b not in ("unknown-key", "dup
                                                              "wide-matrix", "bad-shape"))
 
 
+# issue 49: breakages of the second round, tried where each applies (not on every file)
+def _deep_selector(data: bytes) -> bytes:
+    # compile() recursed once per `not `: RecursionError, caught by nobody
+    return data.rstrip(b"\n") + b"\nzz_deep_selector: 1  # [" + b"not " * 3000 + b"linux]\n"
+
+
+def _nul_value(data: bytes) -> bytes | None:
+    # a NUL byte inside a value (a job file's docker_image): it reached subprocess (ValueError)
+    match = re.search(rb"docker_image:\s*\n-\s*[^\n]{3}", data)
+    return data[:match.end()] + b"\0" + data[match.end():] if match else None
+
+
+ROUND_TWO: dict[str, Callable[[bytes], bytes | None]] = {
+    "deep-selector": _deep_selector,                                  # expression depth
+    "deep-json": lambda data: b"[" * 5000 + b"]" * 5000 + b"\n",      # valid JSON, 5000 deep
+    "deep-toml": lambda data: data + b"zz_deep = " + b"[" * 600 + b"]" * 600 + b"\n",
+    "nul-value": _nul_value,                                          # path kinds' NUL
+    # locale: a comment that is not ASCII means the same thing, in any locale
+    "non-ascii": lambda data: data.rstrip(b"\n") + "\n# caf\u00e9 \u2014 \u00fcn\u00efcode\n".encode(),
+}
+# blocking files: S_ISREG and still no file to read; refused by where they are. /proc/kmsg
+# blocks once drained (and a read consumes it); the others end, but come from the same places
+PLACES = {"proc-file": "/proc/self/status", "blocking": "/proc/kmsg", "sys-file": "/sys/devices/system/cpu/online"}
+# path kinds of an input folder: a file or a symlink loop where it belongs, a huge stray file in it
+FOLDER_KINDS = ("file-for-folder", "folder-loop", "huge-stray")
+STRAY_BYTES = 80 << 20   # over the 64 MiB cap; sparse, so it costs no disk
+
+
 def break_file(path: Path, how: str) -> bool:
     """Apply one breakage to path (which exists); False where it does not apply."""
     if how in SIZE_SLOPES:
@@ -174,8 +206,22 @@ def break_file(path: Path, how: str) -> bool:
             return False
         path.write_bytes(new)
         return True
-    if how in CONTENT:
-        new = CONTENT[how](path.read_bytes())
+    if how in PLACES:
+        if not os.path.exists(PLACES[how]):
+            return False
+        path.unlink()
+        path.symlink_to(PLACES[how])
+    elif how == "file-for-folder":
+        shutil.rmtree(path)
+        path.write_text("a file where a folder belongs\n")
+    elif how == "folder-loop":
+        shutil.rmtree(path)
+        path.symlink_to(path.name)
+    elif how == "huge-stray":
+        with open(path / "zz_stray.yaml", "wb") as stray:
+            stray.truncate(STRAY_BYTES)
+    elif how in CONTENT or how in ROUND_TWO:
+        new = (CONTENT.get(how) or ROUND_TWO[how])(path.read_bytes())
         if new is None:
             return False
         path.write_bytes(new)
@@ -269,12 +315,15 @@ class Case:
     how: str | None = None          # the breakage, or None for a bad option value
     feedstock: bool = True          # python -m feedstock (else build-locally.py)
     signal_at: float | None = None  # SIGTERM at this fraction of the clean run's time
+    locale: bool = False            # under LC_ALL=C PYTHONUTF8=0, from a non-ASCII folder
 
     @property
     def name(self) -> str:
         what = f"{self.target} {self.how}" if self.target else " ".join(self.argv)
         if self.signal_at is not None:
             what += f", SIGTERM at {self.signal_at:.0%} of its run"
+        if self.locale:
+            what += ", LC_ALL=C from a non-ASCII folder"
         return f"{self.command}: {what}"
 
 
@@ -452,7 +501,80 @@ def all_cases() -> list[Case]:
         (CPU_CONFIG, "--source-tarball", "{work}/torch.whl", "--min-free-gb", "0"),
     ], feedstock=False)
     cases += size_slope_cases(dry)
-    return cases + signal_cases(image, envfile, dry)
+    cases += round_two_cases(dry, image)
+    return cases + signal_cases(image, envfile, dry) + locale_cases(cases)
+
+
+def round_two_cases(dry: tuple[str, ...], image: tuple[str, ...]) -> list[Case]:
+    """Issue 49's classes: blocking files, expression depth, path kinds (locale: locale_cases)."""
+    cbc, meta, job = "recipe/conda_build_config.yaml", "recipe/meta.yaml", f".ci_support/{CPU_CONFIG}.yaml"
+    places = tuple(PLACES)
+    cases: list[Case] = []
+    # blocking files: every reader of a file the user gives or keeps, pointed into /proc or /sys
+    cases += _files("feedstock rerender", ("rerender",), {meta: places, cbc: places, "pinning.yaml": places,
+                                                         ".ci_support": FOLDER_KINDS})
+    cases += _files("feedstock render", ("render", CPU_CONFIG), {meta: places, job: places})
+    cases += _files("feedstock lint", ("lint",), {meta: places, ".ci_support": FOLDER_KINDS})
+    cases += _files("feedstock render --batch", ("render", "--batch", "{work}/batch.json"),
+                    {"{work}/batch.json": (*places, "deep-json")})
+    cases += _files("feedstock deps", ("deps", "--repodata", "{work}/repodata.json"),
+                    {"{work}/repodata.json": (*places, "deep-json")})
+    cases += _files("feedstock deps --write-docs", ("deps", "--source", "{work}/source", "--write-docs"),
+                    {"docs/maintaining.md": (*places, "non-utf8", "folder")})
+    cases += _files("feedstock bump", ("bump", "9.9.9", "--source", "{work}/pytorch-v9.9.9.tar.gz",
+                                       "--skip-patch-check", "--dry-run"), {meta: places})
+    cases += _files("feedstock image", (*image, "--requirements", "{work}/requirements.txt"),
+                    {"{work}/requirements.txt": places})
+    # (build-locally --dry-run of a recipe that cannot render is issue 49's part 7: not here yet)
+    cases += _files("build-locally --dry-run", dry, {job: (*places, "nul-value"), ".ci_support": FOLDER_KINDS},
+                    feedstock=False)
+    cases += _files("build-locally --list", ("--list",), {job: places, ".ci_support": FOLDER_KINDS}, feedstock=False)
+    cases += _files("build-locally --engine podman", (CPU_CONFIG, "--engine", "podman", "--min-free-gb", "0"),
+                    {job: ("nul-value",)}, feedstock=False)
+    tarball = (*dry, "--source-tarball", "{work}/torch.whl")
+    cases += _files("build-locally --dry-run --source-tarball", tarball, {meta: places, "{work}/torch.whl": places},
+                    feedstock=False)
+    cases += _files("build-locally --dry-run --develop", (*dry, "--develop", "{work}/dtree"),
+                    {"{work}/dtree/pyproject.toml": (*places, "deep-toml")}, feedstock=False)
+    cases += _files("build-locally --dry-run --channel", (*dry, "--channel", "{work}/channel"),
+                    {"{work}/channel/noarch/repodata.json": ("deep-json", "proc-file")}, feedstock=False)
+    # expression depth in the recipe and its variants
+    cases += _files("feedstock render", ("render", CPU_CONFIG), {meta: ("deep-selector",), cbc: ("deep-selector",)})
+    cases += _files("feedstock rerender", ("rerender",), {meta: ("deep-selector",), cbc: ("deep-selector",)})
+    cases += _files("feedstock lint", ("lint",), {meta: ("deep-selector",), cbc: ("deep-selector",)})
+    # path kinds: path arguments that are a file, a device, a pseudo-filesystem's place, a loop
+    ds = ("downstream", "--channel", "{work}/onetorch")
+    cases += _options("feedstock", [
+        (*ds, "--work", "{work}/requirements.txt"), (*ds, "--work", "/dev/null"), (*ds, "--work", "/proc/x"),
+        (*ds, "--work", "{work}/loop"), (*ds, "--cache", "/proc/self"), (*ds, "--work", "{work}/requirements.txt/x"),
+        ("bump", "9.9.9", "--source", "/proc/self"), ("deps", "--source", "/proc/self"),
+        ("patches", "check", "--source", "/proc/self"), ("deps", "--repodata", "/proc/self/status"),
+        ("render", "--batch", "/proc/self/status"), ("render", "--batch", "{work}/loop"),
+        (*image[:-2], "--output", "/dev/null"), (*image[:-2], "--output", "/proc/x"),
+        (*image, "--requirements", "/proc/self/status"),
+    ], feedstock=True)
+    cases += _options("build-locally", [
+        (*dry, "--channel", "{work}/loop"), (*dry, "--channel", "/proc/self"), (*dry, "--compile-cache", "/proc/x"),
+        (*dry, "--compile-cache", "{work}/loop"), (*dry, "--compile-cache", "/dev/null"),
+        (*dry, "--develop", "/proc/self"), (*dry, "--develop", "{work}/loop"),
+        (*dry, "--source-tarball", "/proc/self/status"), (*dry, "--source-tarball", "/dev/zero"),
+    ], feedstock=False)
+    return cases
+
+
+def locale_cases(cases: list[Case]) -> list[Case]:
+    """The locale class: a representative part of the corpus again, under LC_ALL=C PYTHONUTF8=0
+    from a non-ASCII folder (the scratch's own name): every bad option value, and for every file
+    a case reads, its non-UTF-8 breakage and (YAML) a non-ASCII comment, which means the same
+    thing. The whole corpus twice would double its time for the same roads."""
+    picked = [case for case in cases if case.target is None]
+    targets = sorted({(case.command, case.argv, case.feedstock, case.target) for case in cases
+                      if case.target is not None and case.how in ALL_BREAKAGES}, key=repr)
+    for command, argv, feedstock, target in targets:
+        picked.append(Case(command, argv, target, "non-utf8", feedstock))
+        if target.endswith((".yaml", ".yml")):
+            picked.append(Case(command, argv, target, "non-ascii", feedstock))
+    return [dataclasses.replace(case, locale=True) for case in picked]
 
 
 # the signals class: every command stopped by SIGTERM (what a scheduler or a CI timeout sends)
@@ -540,6 +662,9 @@ def make_scratch(base: Path) -> tuple[Path, Path]:
     (work / "dtree" / "CMakeLists.txt").write_text("project(dtree)\n")
     (work / "dtree" / "pyproject.toml").write_text('[build-system]\nbuild-backend = "scikit_build_core.build"\n')
     (work / "dtree" / "version.txt").write_text("2.15.0a0\n")
+    (work / "loop").symlink_to("loop")   # path kinds: a symlink loop given as a folder
+    (tree / "docs").mkdir()               # deps --write-docs's page
+    shutil.copy2(ROOT / "docs" / "maintaining.md", tree / "docs" / "maintaining.md")
     # a release tarball for bump to take (the signals class stops a bump that writes)
     # (the same bytes in every scratch: its sha256 goes into the recipe a finished run is compared with)
     with gzip.GzipFile(work / "pytorch-v9.9.9.tar.gz", "wb", mtime=0) as packed, \
@@ -558,6 +683,13 @@ def make_scratch(base: Path) -> tuple[Path, Path]:
     (work / "badsha.yaml").write_text(json.dumps({"dependents": [entry]}))
     (work / "badspec.yaml").write_text(json.dumps({"dependents": [{**entry, "torch": "torch>=2.0"}]}))
     return tree, work
+
+
+LOCALE_FOLDER = "caf\u00e9"   # the locale class's scratch folders: a name that is not ASCII
+
+
+def _base_name(case: Case, index: int, clean: bool = False) -> str:
+    return ((LOCALE_FOLDER + "-") if case.locale else "") + ("clean" if clean else "case") + f"-{index}"
 
 
 def _fill(text: str, tree: Path, work: Path) -> str:
@@ -582,6 +714,8 @@ def _command(case: Case, tree: Path, work: Path) -> tuple[list[str], Path, dict[
         cwd = tree
     env = {k: v for k, v in os.environ.items() if k not in ("CI", "DOCKER_EXECUTABLE")}
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    if case.locale:   # an ASCII locale without Python's UTF-8 mode or its coercion
+        env.update(LC_ALL="C", LANG="C", PYTHONUTF8="0", PYTHONCOERCECLOCALE="0")
     return command, cwd, env
 
 
@@ -672,7 +806,7 @@ def judge(case: Case, code: int, output: str, clean: tuple[int, str] | None) -> 
 
 def _normal(output: str) -> str:
     # the scratch folder and timings differ from run to run
-    output = re.sub(r"/[\w/.-]*bad-inputs-[\w]+/(case|clean)-\d+", "SCRATCH", output)
+    output = re.sub(r"/[\w/.-]*bad-inputs-[\w]+/(" + LOCALE_FOLDER + r"-)?(case|clean)-\d+", "SCRATCH", output)
     return re.sub(r"\d+", "N", output)
 
 
@@ -695,7 +829,7 @@ def run_case(case: Case, base: Path, timeout: float, clean: dict) -> Result | No
         changed = sorted({path for b, a in zip(before, after) for path in set(b) | set(a)
                           if b.get(path) != a.get(path)
                           and not path.startswith(OWN_OUTPUTS)})
-        problem, traceback = judge(case, code, output, clean.get((case.command, case.argv, case.feedstock)))
+        problem, traceback = judge(case, code, output, clean.get(_clean_key(case)))
         if changed and not problem:
             problem = "changed " + ", ".join(changed[:4])
         return Result(case, code, output, changed, problem, traceback)
@@ -735,7 +869,7 @@ def _run_signalled_case(case: Case, tree: Path, work: Path, finished: tuple[floa
 def _clean_key(case: Case) -> tuple:
     if case.signal_at is not None:  # the same command and breakage, run to its end
         return ("to its end", case.command, case.argv, case.feedstock, case.target, case.how)
-    return (case.command, case.argv, case.feedstock)
+    return (case.command, case.argv, case.feedstock, case.locale)
 
 
 def clean_runs(cases: list[Case], scratch: Path, timeout: float, jobs: int = 1) -> dict:
@@ -745,12 +879,13 @@ def clean_runs(cases: list[Case], scratch: Path, timeout: float, jobs: int = 1) 
               if c.how in SAME_MEANING or (c.target, c.how) in ACCEPTED or c.signal_at is not None}
 
     def clean_run(index: int, case: Case):
-        base = scratch / f"clean-{index}"
+        base = scratch / _base_name(case, index, clean=True)
         base.mkdir()
         tree, work = make_scratch(base)
         try:
             if case.signal_at is None:
-                return run_command(Case(case.command, case.argv, feedstock=case.feedstock), tree, work, timeout)
+                return run_command(Case(case.command, case.argv, feedstock=case.feedstock, locale=case.locale),
+                                   tree, work, timeout)
             if case.target is not None:
                 break_file(Path(_fill(case.target, tree, work)) if "{work}" in case.target else tree / case.target,
                            case.how or "")
@@ -791,7 +926,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bad-inputs-") as scratch_name:
         scratch = Path(scratch_name)
         clean = clean_runs(cases, scratch, args.timeout, args.jobs)
-        bases = [scratch / f"case-{i}" for i in range(len(cases))]
+        bases = [scratch / _base_name(case, i) for i, case in enumerate(cases)]
         for base in bases:
             base.mkdir()
         with ThreadPoolExecutor(max_workers=args.jobs) as pool:

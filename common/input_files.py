@@ -149,15 +149,16 @@ def decode_text(data: bytes, label: str) -> str:
     of every input."""
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data[:err.start].count(b"\n") + 1
+        raise NotUtf8Text(f"{label}:{line}: byte 0x{data[err.start]:02x} is not UTF-8 text") from None
     nul = data.find(b"\0")
     if nul >= 0:  # no text holds one, and a value with it would reach a subprocess (ValueError)
         line = data.count(b"\n", 0, nul) + 1
         raise NotUtf8Text(f"{label}:{line}: byte 0x00 (NUL) is not text")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = data[:err.start].count(b"\n") + 1
-        raise NotUtf8Text(f"{label}:{line}: byte 0x{data[err.start]:02x} is not UTF-8 text") from None
+    return text
 
 
 def too_many_variants(axes: list[tuple[str, int]]) -> str | None:

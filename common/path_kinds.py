@@ -61,3 +61,10 @@ def folder_problem(path: Path | str, *, may_be_missing: bool = False) -> str | N
     if place is not None:
         return f"is in the pseudo-filesystem {place}; use an ordinary folder"
     return None
+
+
+def file_url_path(url: str) -> Path:
+    """The local path of a file:// URL, its %-escapes decoded as bytes (os.fsdecode): urllib's
+    url2pathname decodes them as UTF-8 text, which an ASCII locale (LC_ALL=C) cannot encode back."""
+    from urllib.parse import unquote_to_bytes, urlsplit
+    return Path(os.fsdecode(unquote_to_bytes(urlsplit(url).path)))

@@ -78,7 +78,7 @@ def run_batch(plans: list[BuildPlan], options: Options, batch: BatchOptions, con
         elif outcome.status == "failed" and not batch.keep_going:
             stop_reason = "failed"
     summary = summary_table(rows)
-    console.raw(("\n" + summary).encode())
+    console.raw(("\n" + summary).encode(errors="surrogateescape"))
     if batch.zip_logs:
         _zip_logs(plans, options, summary, console)
     if stop_reason == "interrupted":

@@ -9,13 +9,11 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from urllib.parse import urlsplit
-from urllib.request import url2pathname
 
 from .errors import EXIT_USAGE, LocalBuildError
 from common.input_files import read_regular
 from common.nesting import MAX_DEPTH, too_deep
-from common.path_kinds import folder_problem
+from common.path_kinds import file_url_path, folder_problem
 
 
 def is_local(value: str) -> bool:
@@ -59,7 +57,7 @@ def parse_channels(values: list[str] | None) -> tuple[str, ...]:
 def local_path(value: str) -> Path:
     """A folder, or a file:// URL of one as Path.as_uri() writes it (%20 for a space)."""
     if value.startswith("file://"):
-        return Path(os.path.realpath(url2pathname(urlsplit(value).path)))
+        return Path(os.path.realpath(file_url_path(value)))
     return Path(os.path.realpath(Path(value).expanduser()))   # a symlink loop stays itself, for the check
 
 

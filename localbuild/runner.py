@@ -121,7 +121,7 @@ def run_plan(plan: BuildPlan, options: Options, console: Console, label: str,
             console.say(f"[{label}] start: {location_of(plan).describe(options)} build, "
                         + (f"image {plan.image}" if plan.image else f"in {options.feedstock_root}"))
             console.say(f"[{label}] log: {plan.log}")
-            log.write(f"command: {shlex.join(plan.command)}\n".encode())
+            log.write(f"command: {shlex.join(plan.command)}\n".encode(errors="surrogateescape"))
             if plan.interactive:
                 returncode = _run_interactive(plan, env, console, label, options.request.engine)
             else:

@@ -41,7 +41,7 @@ def test_local_and_url_channels_replace_channel_sources(tmp_path):
 def test_a_folder_that_is_not_a_channel_is_one_line(tmp_path):
     fs = make_feedstock(tmp_path, {CONFIG: dict(blas="generic")})
     (tmp_path / "empty").mkdir()
-    for value, expected in ((str(tmp_path / "missing"), "no such folder"),
+    for value, expected in ((str(tmp_path / "missing"), "does not exist"),
                             (str(tmp_path / "empty"), "not an indexed channel")):
         proc = fs.run(CONFIG, "--channel", value, "--dry-run")
         assert proc.returncode == 2, proc.stderr

@@ -4,6 +4,7 @@ interpreter that indexed when it exits, see localbuild/in_container/rattler_buil
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import subprocess
 import sys
@@ -58,7 +59,7 @@ def indexed_view(channel: Path, views: Path) -> Path:
         raise FeedstockError(f"channel {channel} is not a folder; build packages into it first "
                              "(python build-locally.py) or pass --channel", exit_code=3)
     source = channel.resolve()
-    view = views / f"{source.name}-{hashlib.sha256(str(source).encode()).hexdigest()[:12]}"
+    view = views / f"{source.name}-{hashlib.sha256(os.fsencode(source)).hexdigest()[:12]}"
     # made beside it and renamed when indexed: a run stopped halfway leaves no half a channel
     with atomic_folder(view) as building:
         (building / "noarch").mkdir(parents=True)

@@ -8,6 +8,8 @@ import urllib.request
 from pathlib import Path
 
 from common.hashing import sha256_of
+from common.input_files import open_regular
+from common.path_kinds import file_url_path
 
 from ...errors import FeedstockError
 from ...user_cache import cache_root
@@ -29,7 +31,9 @@ def fetch(source: Source, cache: Path, catalog: Path = CATALOG) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, partial = tempfile.mkstemp(dir=target.parent, prefix=".partial-")
     try:
-        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(source.url, timeout=120) as response:
+        local = source.url.startswith("file://")   # bytes-safe in any locale, and only a file that ends
+        with os.fdopen(fd, "wb") as out, (open_regular(file_url_path(source.url)) if local
+                                          else urllib.request.urlopen(source.url, timeout=120)) as response:
             while block := response.read(1 << 20):
                 out.write(block)
         got = sha256_of(Path(partial))

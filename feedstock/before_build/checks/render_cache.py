@@ -33,7 +33,7 @@ _CODE = Path(__file__).resolve().parents[2]   # feedstock/: the code that shapes
 def _code_digest() -> str:
     sha = hashlib.sha256()
     for path in sorted(_CODE.rglob("*.py")):
-        sha.update(str(path.relative_to(_CODE)).encode() + b"\0" + path.read_bytes())
+        sha.update(os.fsencode(path.relative_to(_CODE)) + b"\0" + path.read_bytes())
     return sha.hexdigest()
 
 
