@@ -13,6 +13,14 @@ selector, a duplicated key) or gives one bad option value. Each case must end in
   - the scratch tree byte for byte as it was before the command ran (an input is never
     modified, nothing is left half-written).
 
+Issue 49's classes: blocking files (a link into /proc or /sys where a file belongs: S_ISREG,
+and /proc/kmsg blocks once drained), expression depth (a selector of 3000 `not `s, JSON and TOML
+past the depth limit), path kinds (a folder that is a file, a loop or holds an 80 MiB stray; a
+path argument that is a file, a device, a loop or a /proc place; a NUL byte in a value), and
+locale: a representative part of the corpus (every bad option value, every file's non-UTF-8
+breakage and, in YAML, a non-ASCII comment) again under LC_ALL=C PYTHONUTF8=0 from a scratch
+folder whose name is not ASCII (the whole corpus twice would double its time for the same roads).
+
 The signals class stops every command with SIGTERM halfway through its run (a scheduler's or a
 CI timeout's way to stop it): it must end within 15 s, with one `error:` line and exit 130 (or
 die of the signal before its handler was set, or end as its full run does), no traceback, and
@@ -36,6 +44,7 @@ import hashlib
 import io
 import json
 import os
+import random
 import re
 import resource
 import shutil
@@ -53,6 +62,7 @@ from typing import Callable
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from tests.support.build_locally import install_fake_conda  # noqa: E402
 from tests.support.fake_conda_package import write_metadata_package  # noqa: E402
 from tests.support.feedstock_copy import copy_feedstock  # noqa: E402
 
@@ -316,12 +326,14 @@ class Case:
     feedstock: bool = True          # python -m feedstock (else build-locally.py)
     signal_at: float | None = None  # SIGTERM at this fraction of the clean run's time
     locale: bool = False            # under LC_ALL=C PYTHONUTF8=0, from a non-ASCII folder
+    kill_with: int | None = None    # the lifecycle class: this signal (not SIGTERM) at signal_at
 
     @property
     def name(self) -> str:
         what = f"{self.target} {self.how}" if self.target else " ".join(self.argv)
         if self.signal_at is not None:
-            what += f", SIGTERM at {self.signal_at:.0%} of its run"
+            sent = signal.Signals(self.kill_with).name if self.kill_with else "SIGTERM"
+            what += f", {sent} at {self.signal_at:.0%} of its run"
         if self.locale:
             what += ", LC_ALL=C from a non-ASCII folder"
         return f"{self.command}: {what}"
@@ -335,6 +347,8 @@ class Result:
     changed: list[str] = field(default_factory=list)
     problem: str = ""               # "" when the case passed
     traceback: bool = False
+    orphans: list[str] = field(default_factory=list)   # the lifecycle class: alive 10 s after
+    second_builds: int = 0          # builds started beside a running one in the same folder
 
 
 def _files(command: str, argv: tuple[str, ...], targets: dict[str, tuple[str, ...]],
@@ -502,7 +516,7 @@ def all_cases() -> list[Case]:
     ], feedstock=False)
     cases += size_slope_cases(dry)
     cases += round_two_cases(dry, image)
-    return cases + signal_cases(image, envfile, dry) + locale_cases(cases)
+    return cases + signal_cases(image, envfile, dry) + lifecycle_cases(image, envfile, dry) + locale_cases(cases)
 
 
 def round_two_cases(dry: tuple[str, ...], image: tuple[str, ...]) -> list[Case]:
@@ -583,9 +597,11 @@ def locale_cases(cases: list[Case]) -> list[Case]:
 SIGNAL_AT = (0.5,)
 
 
-def signal_cases(image: tuple[str, ...], envfile: tuple[str, ...], dry: tuple[str, ...]) -> list[Case]:
+def long_commands(image: tuple[str, ...], envfile: tuple[str, ...], dry: tuple[str, ...]) -> list[tuple]:
+    """(label, argv, target, breakage, feedstock) of every command that runs long enough to be
+    stopped halfway."""
     job = f".ci_support/{CPU_CONFIG}.yaml"
-    runs = [
+    return [
         ("feedstock rerender", ("rerender",), job, "unknown-key", True),
         ("feedstock rerender --check", ("rerender", "--check"), None, None, True),
         ("feedstock render", ("render", CPU_CONFIG), None, None, True),
@@ -606,8 +622,36 @@ def signal_cases(image: tuple[str, ...], envfile: tuple[str, ...], dry: tuple[st
         ("build-locally --dry-run --source-tarball", (*dry, "--source-tarball", "{work}/torch.whl"),
          None, None, False),
     ]
+
+
+def signal_cases(image: tuple[str, ...], envfile: tuple[str, ...], dry: tuple[str, ...]) -> list[Case]:
     return [Case(command, argv, target, how, feedstock, at)
-            for command, argv, target, how, feedstock in runs for at in SIGNAL_AT]
+            for command, argv, target, how, feedstock in long_commands(image, envfile, dry) for at in SIGNAL_AT]
+
+
+# the lifecycle class: every long command, and two builds (build-locally --native with a
+# stand-in conda-build that compiles for BUILD_SECONDS; --develop with a stand-in for py-rattler's
+# Python whose "compiler" runs until stopped), killed with SIGKILL or hung up at a moment drawn
+# per case (the same every run: a failure can be run again). 10 s after the command died no
+# process it started may run (an orphan), and right after it a second run with --no-wait must
+# not start a build beside one that still runs (a second build).
+LIFECYCLE_SIGNALS = (signal.SIGKILL, signal.SIGHUP)
+ORPHAN_WAIT = 10.0
+RUN_TOKEN = "BAD_INPUTS_RUN"    # set for a case's command: every process it starts inherits it
+BUILD_SECONDS = 20
+BUILDS = {"build-locally --native": (CPU_CONFIG, "--native", "--min-free-gb", "0"),
+          "build-locally --develop": (CPU_CONFIG, "--develop", "{work}/dtree", "--native", "--min-free-gb", "0")}
+
+
+def lifecycle_cases(image: tuple[str, ...], envfile: tuple[str, ...], dry: tuple[str, ...]) -> list[Case]:
+    runs = [*long_commands(image, envfile, dry),
+            *[(label, argv, None, None, False) for label, argv in BUILDS.items()]]
+    cases = []
+    for command, argv, target, how, feedstock in runs:
+        for signum in LIFECYCLE_SIGNALS:
+            at = random.Random(f"{command} {signum.name}").uniform(0.1, 0.9)
+            cases.append(Case(command, argv, target, how, feedstock, round(at, 2), kill_with=int(signum)))
+    return cases
 
 
 # --- running -------------------------------------------------------------------------------
@@ -682,7 +726,19 @@ def make_scratch(base: Path) -> tuple[Path, Path]:
              "source": {"url": wheel.as_uri(), "sha256": "0" * 64}, "imports": ["tiny"], "tests": {"pyargs": ["tiny"]}}
     (work / "badsha.yaml").write_text(json.dumps({"dependents": [entry]}))
     (work / "badspec.yaml").write_text(json.dumps({"dependents": [{**entry, "torch": "torch>=2.0"}]}))
+    _build_stand_ins(work / "bin", work / "compiling")
     return tree, work
+
+
+def _build_stand_ins(bin_dir: Path, compiling: Path) -> None:
+    """conda and conda-build (tests/support/fake_docker/fake_conda.py), and a Python for
+    --develop that answers the preflight and then "compiles" until it is stopped."""
+    bin_dir.mkdir()
+    install_fake_conda(bin_dir)
+    python = bin_dir / "rattler-python"
+    python.write_text('#!/bin/sh\n[ "$1" = -c ] && exit 0   # the preflight: import rattler, rattler_build\n'
+                      f'touch "{compiling}"\nsleep {BUILD_SECONDS * 10} & wait\n')
+    python.chmod(0o755)
 
 
 LOCALE_FOLDER = "caf\u00e9"   # the locale class's scratch folders: a name that is not ASCII
@@ -714,6 +770,9 @@ def _command(case: Case, tree: Path, work: Path) -> tuple[list[str], Path, dict[
         cwd = tree
     env = {k: v for k, v in os.environ.items() if k not in ("CI", "DOCKER_EXECUTABLE")}
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    if case.command in BUILDS:
+        env.update(PATH=f"{work / 'bin'}{os.pathsep}{env.get('PATH', '')}", FAKE_CONDA_LOG=str(work / "conda.jsonl"),
+                   FAKE_CONDA_BUILD_SECONDS=str(BUILD_SECONDS), RATTLER_BUILD_PYTHON=str(work / "bin" / "rattler-python"))
     if case.locale:   # an ASCII locale without Python's UTF-8 mode or its coercion
         env.update(LC_ALL="C", LANG="C", PYTHONUTF8="0", PYTHONCOERCECLOCALE="0")
     return command, cwd, env
@@ -821,6 +880,8 @@ def run_case(case: Case, base: Path, timeout: float, clean: dict) -> Result | No
             target = Path(_fill(case.target, tree, work)) if "{work}" in case.target else tree / case.target
             if not break_file(target, case.how or ""):
                 return None
+        if case.kill_with is not None:
+            return _run_lifecycle_case(case, base, tree, work, clean[_clean_key(case)])
         if case.signal_at is not None:
             return _run_signalled_case(case, tree, work, clean[_clean_key(case)])
         before = tree_digest(tree), tree_digest(work)
@@ -866,6 +927,103 @@ def _run_signalled_case(case: Case, tree: Path, work: Path, finished: tuple[floa
     return Result(case, code, output, torn, problem, traceback)
 
 
+def processes_of(token: str) -> list[int]:
+    """The running processes (zombies left out) that carry RUN_TOKEN=token in their environment."""
+    needle, found = f"{RUN_TOKEN}={token}\0".encode(), []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            if needle in (entry / "environ").read_bytes() \
+                    and (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                found.append(int(entry.name))
+        except (OSError, IndexError):
+            continue
+    return found
+
+
+def _describe(pid: int) -> str:
+    try:
+        return f"{pid} " + Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")[:120]
+    except OSError:
+        return str(pid)
+
+
+def run_lifecycle(case: Case, base: Path, tree: Path, work: Path, delay: float) -> tuple[int, str, list[str]] | None:
+    """The command, sent case.kill_with after `delay` seconds; (its exit, its output, the
+    processes it started that still ran ORPHAN_WAIT seconds after it died). None when it had
+    ended by then. Output goes to a file: a child that outlives it must not hold a pipe."""
+    command, cwd, env = _command(case, tree, work)
+    token = f"{os.getpid()}-{base.name}-{time.monotonic_ns()}"
+    env[RUN_TOKEN] = token
+    log = base / "lifecycle-output.txt"
+    with open(log, "w", encoding="utf-8") as out:
+        proc = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                stderr=subprocess.STDOUT, preexec_fn=_memory_cap, start_new_session=True)
+    try:
+        proc.wait(timeout=delay)
+        ended = True
+    except subprocess.TimeoutExpired:
+        ended = False
+        proc.send_signal(case.kill_with)
+        try:
+            proc.wait(timeout=SIGNAL_GRACE)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    died = time.monotonic()
+    code = proc.returncode if not ended else proc.returncode
+    if case.command in BUILDS and not ended:   # right away: a second run that may not build beside it
+        subprocess.run([*command, "--no-wait"], cwd=cwd, env={**env, FAKE_CONDA_BUILD_SECONDS: "0"},
+                       stdin=subprocess.DEVNULL, capture_output=True, timeout=120, preexec_fn=_memory_cap)
+    while processes_of(token) and time.monotonic() - died < ORPHAN_WAIT:
+        time.sleep(0.1)
+    orphans = [_describe(pid) for pid in processes_of(token)]
+    for pid in processes_of(token):   # not to disturb the cases after it
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    if ended:
+        return None
+    return code, log.read_text(errors="replace"), orphans
+
+
+def judge_lifecycle(case: Case, code: int, output: str, orphans: list[str], second_builds: int,
+                    finished_code: int) -> tuple[str, bool]:
+    """Killed with SIGKILL, a command dies of it; hung up, it ends as an interrupt (129 or 130
+    and its interrupted line last), dies of the hangup or ends as its full run does, without a
+    traceback, within the grace time. Either way: no orphan, no second build."""
+    if "Traceback (most recent call last)" in output:
+        return "traceback", True
+    if orphans:
+        return f"{len(orphans)} orphans: " + "; ".join(orphans[:2]), False
+    if second_builds:
+        return f"{second_builds} second builds beside the running one", False
+    if case.kill_with == signal.SIGKILL:
+        return ("", False) if code in (-signal.SIGKILL, finished_code) else (f"exit {code} after SIGKILL", False)
+    if code == -1 or (code < 0 and code not in (-signal.SIGHUP, -signal.SIGINT)):
+        return f"exit {code} after SIGHUP", False
+    if code not in (129, 130, -signal.SIGHUP, -signal.SIGINT, finished_code):
+        return f"exit {code} after SIGHUP", False
+    errors = [line for line in output.splitlines() if re.match(r"^([\w. -]+: )?error: |^build-locally: ", line)]
+    if code in (129, 130) and not (errors and "interrupted" in errors[-1]):
+        return f"exit {code} without an interrupted line last ({len(errors)} error lines)", False
+    return "", False
+
+
+def _run_lifecycle_case(case: Case, base: Path, tree: Path, work: Path,
+                        finished: tuple[float, int, dict[str, str]]) -> Result | None:
+    seconds, finished_code, _ = finished
+    ran = run_lifecycle(case, base, tree, work, delay=seconds * (case.signal_at or 0))
+    if ran is None:
+        return None
+    code, output, orphans = ran
+    log = work / "conda.jsonl"
+    second = sum(1 for line in (log.read_text().splitlines() if log.exists() else [])
+                 if json.loads(line).get("build_overlap"))
+    problem, traceback = judge_lifecycle(case, code, output, orphans, second, finished_code)
+    return Result(case, code, output, [], problem, traceback, orphans, second)
+
+
 def _clean_key(case: Case) -> tuple:
     if case.signal_at is not None:  # the same command and breakage, run to its end
         return ("to its end", case.command, case.argv, case.feedstock, case.target, case.how)
@@ -905,13 +1063,16 @@ def _crashed(result: Result) -> bool:
     """Died of a signal, other than the ways out judge_signalled accepts for a signalled case
     (STOPPED_BY_SIGNAL; judge_signalled checks the interrupted line)."""
     stopped = result.case.signal_at is not None and result.code in STOPPED_BY_SIGNAL
+    if result.case.kill_with is not None:   # the lifecycle class: the signal it was sent
+        stopped = result.code in (-result.case.kill_with, -signal.SIGINT)
     return result.code < -1 and not stopped
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog="The summary line: bad inputs: N tried, T tracebacks, C trees changed, H hangs, K crashes")
+                                     epilog="The summary line: bad inputs: N tried, T tracebacks, C trees changed, H hangs, K crashes, "
+                                            "O orphans")
     parser.add_argument("-k", dest="match", metavar="TEXT", help="only the cases whose name contains TEXT")
     parser.add_argument("--jobs", type=int, default=max(1, min(4, os.cpu_count() or 1)),
                         help="cases run at once (default: the cores, at most 4)")
@@ -943,12 +1104,16 @@ def main(argv: list[str] | None = None) -> int:
     changed = sum(bool(r.changed) for r in tried)
     hangs = sum(r.code == -1 for r in tried)           # killed by the timeout
     crashes = sum(_crashed(r) for r in tried)           # died of a signal (SIGSEGV, SIGKILL of the OOM killer)
-    other = len(failed) - sum(1 for r in failed if r.traceback or r.changed or r.code == -1 or _crashed(r))
+    orphans = sum(len(r.orphans) for r in tried)        # alive 10 s after their command died
+    second = sum(r.second_builds for r in tried)
+    other = len(failed) - sum(1 for r in failed if r.traceback or r.changed or r.code == -1 or _crashed(r)
+                              or r.orphans or r.second_builds)
     skipped = len(results) - len(tried)
     print(f"{len(tried)} cases in {time.monotonic() - start:.0f} s ({skipped} not applicable here"
           f"{', unreadable files need a non-root user' if os.geteuid() == 0 else ''})")
     print(f"bad inputs: {len(tried)} tried, {tracebacks} tracebacks, {changed} trees changed, {hangs} hangs, "
-          f"{crashes} crashes" + (f", {other} other failures" if other else ""))
+          f"{crashes} crashes, {orphans} orphans" + (f", {second} second builds" if second else "")
+          + (f", {other} other failures" if other else ""))
     return 1 if failed else 0
 
 
