@@ -27,9 +27,17 @@ die of the signal before its handler was set, or end as its full run does), no t
 every file it changed must be as its full run leaves it (nothing half-written, no temporary
 file left).
 
+The lifecycle class kills every long command, and a native and a --develop build (stand-ins
+for conda-build and py-rattler's Python), with SIGKILL or SIGHUP at a moment drawn per case: a
+hung-up command ends as an interrupt (129 or 130 and one line, or by the hangup itself); 10 s
+after the command died no process it started may run (an orphan: found by a variable every
+process it starts inherits), and a second run with --no-wait right after a killed build must
+not start a build beside one that still runs (a second build).
+
 Every case runs under a 4 GiB memory cap (RLIMIT_DATA) and a time limit: a case killed by its
 limit is a hang, one that dies of a signal a crash. Prints one line per failing case and ends with
-`bad inputs: N tried, T tracebacks, C trees changed` (and the other failures, if any); exit 1
+`bad inputs: N tried, T tracebacks, C trees changed, H hangs, K crashes, O orphans` (and second
+builds and other failures, if any); exit 1
 when any case failed. Adding a command or an input file is adding rows to CASES below.
 
     python3 benchmarks/bad_inputs.py            # the whole corpus (about 3 minutes on 2 cores)
@@ -631,13 +639,14 @@ def signal_cases(image: tuple[str, ...], envfile: tuple[str, ...], dry: tuple[st
 
 # the lifecycle class: every long command, and two builds (build-locally --native with a
 # stand-in conda-build that compiles for BUILD_SECONDS; --develop with a stand-in for py-rattler's
-# Python whose "compiler" runs until stopped), killed with SIGKILL or hung up at a moment drawn
+# Python whose "compiler" runs as long), killed with SIGKILL or hung up at a moment drawn
 # per case (the same every run: a failure can be run again). 10 s after the command died no
 # process it started may run (an orphan), and right after it a second run with --no-wait must
 # not start a build beside one that still runs (a second build).
 LIFECYCLE_SIGNALS = (signal.SIGKILL, signal.SIGHUP)
 ORPHAN_WAIT = 10.0
 RUN_TOKEN = "BAD_INPUTS_RUN"    # set for a case's command: every process it starts inherits it
+DIED_OF_HANGUP = 1000 + signal.SIGHUP   # the exit status kept for a death by SIGHUP (-1 is a hang)
 BUILD_SECONDS = 20
 BUILDS = {"build-locally --native": (CPU_CONFIG, "--native", "--min-free-gb", "0"),
           "build-locally --develop": (CPU_CONFIG, "--develop", "{work}/dtree", "--native", "--min-free-gb", "0")}
@@ -732,12 +741,12 @@ def make_scratch(base: Path) -> tuple[Path, Path]:
 
 def _build_stand_ins(bin_dir: Path, compiling: Path) -> None:
     """conda and conda-build (tests/support/fake_docker/fake_conda.py), and a Python for
-    --develop that answers the preflight and then "compiles" until it is stopped."""
+    --develop that answers the preflight and then "compiles" for BUILD_SECONDS."""
     bin_dir.mkdir()
     install_fake_conda(bin_dir)
     python = bin_dir / "rattler-python"
     python.write_text('#!/bin/sh\n[ "$1" = -c ] && exit 0   # the preflight: import rattler, rattler_build\n'
-                      f'touch "{compiling}"\nsleep {BUILD_SECONDS * 10} & wait\n')
+                      f'touch "{compiling}"\nsleep {BUILD_SECONDS} & wait\n')
     python.chmod(0o755)
 
 
@@ -958,6 +967,7 @@ def run_lifecycle(case: Case, base: Path, tree: Path, work: Path, delay: float) 
     with open(log, "w", encoding="utf-8") as out:
         proc = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,
                                 stderr=subprocess.STDOUT, preexec_fn=_memory_cap, start_new_session=True)
+    hung = False
     try:
         proc.wait(timeout=delay)
         ended = True
@@ -967,12 +977,12 @@ def run_lifecycle(case: Case, base: Path, tree: Path, work: Path, delay: float) 
         try:
             proc.wait(timeout=SIGNAL_GRACE)
         except subprocess.TimeoutExpired:
+            hung = True
             proc.kill()
             proc.wait()
     died = time.monotonic()
-    code = proc.returncode if not ended else proc.returncode
     if case.command in BUILDS and not ended:   # right away: a second run that may not build beside it
-        subprocess.run([*command, "--no-wait"], cwd=cwd, env={**env, FAKE_CONDA_BUILD_SECONDS: "0"},
+        subprocess.run([*command, "--no-wait"], cwd=cwd, env={**env, "FAKE_CONDA_BUILD_SECONDS": "0"},
                        stdin=subprocess.DEVNULL, capture_output=True, timeout=120, preexec_fn=_memory_cap)
     while processes_of(token) and time.monotonic() - died < ORPHAN_WAIT:
         time.sleep(0.1)
@@ -984,7 +994,11 @@ def run_lifecycle(case: Case, base: Path, tree: Path, work: Path, delay: float) 
             pass
     if ended:
         return None
-    return code, log.read_text(errors="replace"), orphans
+    output = log.read_text(errors="replace")
+    if hung:
+        return -1, f"still running {SIGNAL_GRACE:.0f} s after {signal.Signals(case.kill_with).name}", orphans
+    # a death by the hangup is kept as a shell reports it: -1 (-SIGHUP) means a hang here
+    return (DIED_OF_HANGUP if proc.returncode == -signal.SIGHUP else proc.returncode), output, orphans
 
 
 def judge_lifecycle(case: Case, code: int, output: str, orphans: list[str], second_builds: int,
@@ -998,11 +1012,13 @@ def judge_lifecycle(case: Case, code: int, output: str, orphans: list[str], seco
         return f"{len(orphans)} orphans: " + "; ".join(orphans[:2]), False
     if second_builds:
         return f"{second_builds} second builds beside the running one", False
+    if code == -1:
+        return output, False
     if case.kill_with == signal.SIGKILL:
         return ("", False) if code in (-signal.SIGKILL, finished_code) else (f"exit {code} after SIGKILL", False)
-    if code == -1 or (code < 0 and code not in (-signal.SIGHUP, -signal.SIGINT)):
-        return f"exit {code} after SIGHUP", False
-    if code not in (129, 130, -signal.SIGHUP, -signal.SIGINT, finished_code):
+    if code == DIED_OF_HANGUP:   # before its handler was set
+        return "", False
+    if code not in (129, 130, -signal.SIGINT, finished_code):
         return f"exit {code} after SIGHUP", False
     errors = [line for line in output.splitlines() if re.match(r"^([\w. -]+: )?error: |^build-locally: ", line)]
     if code in (129, 130) and not (errors and "interrupted" in errors[-1]):

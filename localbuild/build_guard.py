@@ -42,6 +42,7 @@ from common.owned_folders import make_owned, remove_stale  # noqa: E402
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 REMOVE_TIMEOUT = 120.0        # the engine's `rm -f` (as localbuild/engine.py gives it)
 GROUP_GONE_POLL = 0.05
+ORPHANED_GRACE = 3.0         # per signal, once build-locally is gone
 BUILD_TMP_PREFIX = "build-locally-tmp-"   # + the guard's pid (common/owned_folders.py)
 
 
@@ -135,6 +136,10 @@ class Guard:
                                stderr=subprocess.DEVNULL, timeout=REMOVE_TIMEOUT)
             except (OSError, subprocess.TimeoutExpired):
                 pass  # the signals below still stop the client
+        # with nobody left to show a graceful stop to, the build goes sooner: none of it runs
+        # 10 s after its run died (a process ignoring the first signal, as a non-interactive
+        # shell's background job ignores SIGINT, would otherwise hold on for a whole grace)
+        grace = min(self.grace, ORPHANED_GRACE) if orphaned else self.grace
         for signum in (self.first, signal.SIGTERM, signal.SIGKILL):
             try:
                 os.killpg(child.pid, signum)
@@ -142,7 +147,7 @@ class Guard:
                 break
             except PermissionError:
                 continue
-            deadline = time.monotonic() + self.grace
+            deadline = time.monotonic() + grace
             while time.monotonic() < deadline:
                 child.poll()   # reap it: a zombie still counts as a member of its group
                 if not _group_alive(child.pid):

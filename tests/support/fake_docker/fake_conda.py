@@ -10,6 +10,8 @@ from the variant; it takes FAKE_CONDA_BUILD_SECONDS (default 0);
 real indexer does: list the packages, work (FAKE_CONDA_INDEX_SECONDS, default 0), write. Its
 record says `index_overlap: true` if another `conda index` of DIR was running meanwhile;
 `conda-build --version` prints a version the preflight accepts (25.3.2), unlogged.
+A compiling `conda build` record says `build_overlap: true` if another one of the same log was
+compiling when it started (two builds in one folder).
 """
 from __future__ import annotations
 
@@ -36,6 +38,24 @@ def value_after(argv: list[str], option: str) -> str | None:
     return argv[argv.index(option) + 1] if option in argv else None
 
 
+def _another_build_runs() -> bool:
+    """Whether another `conda build` of this log's runs is at work right now (a second build
+    beside a running one): each build leaves its pid in a folder beside the log; a pid that no
+    longer runs (a build killed) does not count."""
+    running = Path(os.environ["FAKE_CONDA_LOG"] + ".building")
+    running.mkdir(exist_ok=True)
+    others = False
+    for mark in running.iterdir():
+        try:
+            os.kill(int(mark.name), 0)
+            state = Path(f"/proc/{mark.name}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            others = others or state != "Z"
+        except (ValueError, OSError, IndexError):
+            continue
+    (running / str(os.getpid())).touch()
+    return others
+
+
 def main(argv: list[str]) -> int:
     args = argv[1:]
     if args[:1] == ["build"] and "--version" in args:   # `conda-build --version` (--native preflight)
@@ -60,6 +80,9 @@ def main(argv: list[str]) -> int:
         except FileExistsError:   # another indexer works on the same channel right now
             entry["index_overlap"] = True
             busy = None
+    compiling = command == "build" and not {"--test", "--output"} & set(args)
+    if compiling:
+        entry["build_overlap"] = _another_build_runs()
     with open(os.environ["FAKE_CONDA_LOG"], "a", encoding="utf-8") as handle:
         handle.write(json.dumps(entry) + "\n")
     if command == "build":
