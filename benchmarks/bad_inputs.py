@@ -647,7 +647,7 @@ LIFECYCLE_SIGNALS = (signal.SIGKILL, signal.SIGHUP)
 ORPHAN_WAIT = 10.0
 RUN_TOKEN = "BAD_INPUTS_RUN"    # set for a case's command: every process it starts inherits it
 DIED_OF_HANGUP = 1000 + signal.SIGHUP   # the exit status kept for a death by SIGHUP (-1 is a hang)
-BUILD_SECONDS = 20
+BUILD_SECONDS = 8    # the stand-in builds: long enough to be killed halfway, short for the corpus
 BUILDS = {"build-locally --native": (CPU_CONFIG, "--native", "--min-free-gb", "0"),
           "build-locally --develop": (CPU_CONFIG, "--develop", "{work}/dtree", "--native", "--min-free-gb", "0")}
 
