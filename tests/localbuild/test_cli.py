@@ -582,7 +582,7 @@ def test_a_compile_cache_that_is_a_file_is_refused(fs, tmp_path):
     not_a_folder = tmp_path / "cache.txt"
     not_a_folder.write_text("")
     proc = fs.run(CPU_GENERIC, "--dry-run", "--compile-cache", str(not_a_folder))
-    assert proc.returncode == 2 and "that is a file; give a folder" in one_error_line(proc)
+    assert proc.returncode == 2 and "is a file; a folder belongs there; give a folder" in one_error_line(proc)
 
 
 @pytest.mark.parametrize("content", [b"{not json", b"caf\xe9", b"[1, 2]"])

@@ -122,7 +122,7 @@ ENV = "channels: [{channel}]\ndependencies:\n  - pytorch-cpu\n  - python=3.11\n 
 
 @pytest.mark.parametrize("text, says", [
     ("channels: [a, b\ndependencies: [", "env.yml:2: invalid YAML"),
-    ("\x00\x01binary", "invalid YAML (unacceptable character #x0000"),
+    ("\x00\x01binary", "byte 0x00 (NUL) is not text"),
     ("caf\xe9: [", "not UTF-8 text"),
     ("channels: [build_artifacts]\ndependencies: [python=3.11, pip]\n",
      "no pytorch-cpu, pytorch-gpu or pytorch-rocm among the dependencies"),
