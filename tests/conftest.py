@@ -27,12 +27,16 @@ from tests.support.pythons import find_cpythons  # noqa: E402
 def ctrl_c_as_usual():
     """Every test starts with Ctrl-C delivered and raising KeyboardInterrupt, and child
     processes inherit that: a test that ignores or blocks SIGINT (the build runner ignores it
-    while a container runs) must not make a later test's signal go nowhere."""
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+    while a container runs) must not make a later test's signal go nowhere. The same for a
+    hangup: a suite started under nohup ignores SIGHUP, children inherit the ignoring, and the
+    tests of what a hangup does would see nothing happen."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    hangup = signal.signal(signal.SIGHUP, signal.SIG_DFL)
     yield
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
     signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
+    signal.signal(signal.SIGHUP, hangup if hangup is not None else signal.SIG_DFL)
 
 
 @pytest.fixture(scope="session", autouse=True)
