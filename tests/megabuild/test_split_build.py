@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import megabuild_harness as harness
+from megabuild.cache_seal import SEAL_PREFIX, seal
 from megabuild.cmake_cache import CMakeCache
 from megabuild.context import BuildContext
 from megabuild.source_prep import prepare_source
@@ -273,7 +274,8 @@ def broken_setup(gpu_build, tmp_path: Path):
     # the real pristine cache, as the split of this tree would have saved it
     copied = CMakeCache.read(gpu_build.stage / "CMakeCache.pristine.txt")
     copied.set("CMAKE_HOME_DIRECTORY", str(src))
-    pristine = copied.to_bytes()
+    edited = copied.to_bytes()
+    pristine = seal(edited[:edited.rindex(SEAL_PREFIX)])   # sealed again, as the split seals what it saves
     version = next(iter(gpu_build.venvs))
 
     def context(pkg_name: str = "pytorch", python: Path | None = None, **variant: str):
