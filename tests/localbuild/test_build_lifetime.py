@@ -27,6 +27,7 @@ import pytest
 from localbuild.configs import host_platform
 from tests.support.build_locally import install_fake_conda, make_feedstock, read_jsonl, summary_rows
 from tests.support.processes import wait_until_none_names
+from tests.support.develop_checkout import stand_in_checkout
 
 CPU_MKL = "linux_64_blas_implmklcuda_compiler_versionNone"
 DEADLINE = 10.0     # the issue's "10 s later no build of it runs"
@@ -155,11 +156,7 @@ def develop_feedstock(fs, tmp_path) -> tuple[list[str], dict[str, str], Path]:
         f'open(\'{ready}.tmp\', \'w\').write(str(child.pid)); os.replace(\'{ready}.tmp\', \'{ready}\'); child.wait()"\n')
     python.chmod(0o755)
     (fs.root / "recipe" / "recipe.yaml").write_text("context:\n  version: 2.14.1\n")
-    checkout = tmp_path / "pytorch"
-    (checkout / "torch").mkdir(parents=True)
-    (checkout / "CMakeLists.txt").write_text("project(torch)\n")
-    (checkout / "pyproject.toml").write_text('[build-system]\nbuild-backend = "scikit_build_core.build"\n')
-    (checkout / "version.txt").write_text("2.14.1\n")
+    checkout = stand_in_checkout(tmp_path / "pytorch")
     args = [CPU_MKL, "--develop", str(checkout), "--native", "--min-free-gb", "0"]
     return args, fs.env(RATTLER_BUILD_PYTHON=str(python)), ready
 

@@ -20,6 +20,7 @@ from tests.support.build_locally import make_feedstock
 from tests.support.paths import REPO_ROOT
 from tests.support.processes import commands, processes_naming, wait_until_none_names
 from tests.support.stops import snapshot, supervisor_stop
+from tests.support.develop_checkout import stand_in_checkout
 
 CPU_MKL = "linux_64_blas_implmklcuda_compiler_versionNone"
 ORPHAN_DEADLINE = 10.0
@@ -98,11 +99,7 @@ def develop_feedstock(tmp_path: Path) -> tuple[list[str], Path, Path]:
         f"open('{ready}.tmp', 'w').write(str(child.pid)); os.replace('{ready}.tmp', '{ready}'); child.wait()\"\n")
     python.chmod(0o755)
     (fs.root / "recipe" / "recipe.yaml").write_text("context:\n  version: 2.14.1\n")
-    checkout = tmp_path / "pytorch"
-    (checkout / "torch").mkdir(parents=True)
-    (checkout / "CMakeLists.txt").write_text("project(torch)\n")
-    (checkout / "pyproject.toml").write_text('[build-system]\nbuild-backend = "scikit_build_core.build"\n')
-    (checkout / "version.txt").write_text("2.14.1\n")
+    checkout = stand_in_checkout(tmp_path / "pytorch")
     return [str(fs.root / "build-locally.py"), CPU_MKL, "--develop", str(checkout), "--native",
             "--min-free-gb", "0"], python, ready
 

@@ -23,6 +23,16 @@ def develop_checkout(dest: Path) -> Path:
     return checkout
 
 
+def stand_in_checkout(dest: Path) -> Path:
+    """Just enough of a PyTorch checkout for build-locally's --develop checks to accept it, for
+    tests whose build is a stand-in that never reads it (the lifecycle tests)."""
+    (dest / "torch").mkdir(parents=True)
+    (dest / "CMakeLists.txt").write_text("project(torch)\n")
+    (dest / "pyproject.toml").write_text('[build-system]\nbuild-backend = "scikit_build_core.build"\n')
+    (dest / "version.txt").write_text("2.14.1\n")
+    return dest
+
+
 def edit_core_file(checkout: Path) -> None:
     path = checkout / EDITED
     text = path.read_text()
